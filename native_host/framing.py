@@ -1,0 +1,192 @@
+"""Native messaging framing (spec 1.2, 7.6, 7.7, 7.12).
+
+A frame is a little-endian u32 length followed by that many bytes of UTF-8 JSON.
+`read_frame` is a pure function of a binary stream; `FrameWriter` is the only thing
+that ever writes to the browser.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import struct
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, BinaryIO
+
+MAX_FRAME_BYTES = 1_048_576
+"""Largest frame body either direction may carry (Chrome's host->browser limit)."""
+MAX_TRUSTED_FRAME_BYTES = 67_108_864
+"""Chrome never sends more than 64 MiB; a larger prefix means the framing is lost."""
+TAIL_BYTES = 4096
+"""How much of a drained oversize body is kept to recover its requestId."""
+MAX_RECOVERED_REQUEST_ID = 256
+_DRAIN_CHUNK = 65_536
+_PREFIX = struct.Struct("<I")
+_REQUEST_ID_RE = re.compile(rb'"requestId"\s*:\s*("(?:[^"\\]|\\.)*")')
+
+
+@dataclass(frozen=True)
+class OversizeFrame:
+    """A frame whose declared length exceeds `MAX_FRAME_BYTES`.
+
+    `trusted` is False when the length exceeds what Chrome can send at all: the body
+    was not drained and the stream can no longer be read.
+    """
+
+    size: int
+    request_id: str
+    trusted: bool
+
+
+def encode_message(message: Any) -> bytes:
+    """Compact UTF-8 JSON with literal non-ASCII, as the spec requires (0.3 rule 6)."""
+    return json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+
+
+def _read_exact(stream: BinaryIO, count: int) -> bytes | None:
+    chunks: list[bytes] = []
+    remaining = count
+    while remaining:
+        chunk = stream.read(remaining)
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        remaining -= len(chunk)
+    return b"".join(chunks)
+
+
+def recover_request_id(tail: bytes) -> str:
+    """The last `"requestId": "<string>"` in the tail of an oversize body, or ""."""
+    matches = list(_REQUEST_ID_RE.finditer(tail))
+    if not matches:
+        return ""
+    try:
+        value = json.loads(matches[-1].group(1).decode("utf-8", errors="strict"))
+    except (ValueError, UnicodeDecodeError):
+        return ""
+    if not isinstance(value, str) or not value.strip() or len(value) > MAX_RECOVERED_REQUEST_ID:
+        return ""
+    return value
+
+
+def _drain(stream: BinaryIO, size: int) -> bytes | None:
+    """Read and discard `size` bytes in bounded memory; return the last TAIL_BYTES."""
+    tail = b""
+    remaining = size
+    while remaining:
+        chunk = stream.read(min(_DRAIN_CHUNK, remaining))
+        if not chunk:
+            return None
+        remaining -= len(chunk)
+        tail = (tail + chunk)[-TAIL_BYTES:]
+    return tail
+
+
+def read_frame(stream: BinaryIO) -> bytes | OversizeFrame | None:
+    """Read one frame body.
+
+    Returns the body, an `OversizeFrame` (already drained when trusted), or None at
+    end of input, including EOF inside a prefix or a body.
+    """
+    prefix = _read_exact(stream, _PREFIX.size)
+    if prefix is None:
+        return None
+    (size,) = _PREFIX.unpack(prefix)
+    if size > MAX_TRUSTED_FRAME_BYTES:
+        return OversizeFrame(size=size, request_id="", trusted=False)
+    if size > MAX_FRAME_BYTES:
+        tail = _drain(stream, size)
+        if tail is None:
+            return None
+        return OversizeFrame(size=size, request_id=recover_request_id(tail), trusted=True)
+    return _read_exact(stream, size)
+
+
+class FrameTooLargeError(ValueError):
+    """Raised instead of writing a body the browser would reject."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__(f"frame body of {size} bytes exceeds {MAX_FRAME_BYTES}")
+        self.size = size
+
+
+class FrameWriter:
+    """The single writer of frames to the browser.
+
+    Each frame is written as one contiguous prefix+body under a lock. After the first
+    failed write the writer is closed, `on_broken` runs once, and later frames are
+    silently dropped (the browser is gone).
+    """
+
+    def __init__(self, fd: int, on_broken: Callable[[], None] | None = None) -> None:
+        self._fd = fd
+        self._lock = threading.Lock()
+        self._closed = False
+        self._on_broken = on_broken
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def close(self) -> None:
+        """Stop writing; frames sent afterwards are dropped."""
+        with self._lock:
+            self._closed = True
+
+    def write_body(self, body: bytes) -> bool:
+        """Write one already-encoded body. Returns False if it was not written."""
+        if len(body) > MAX_FRAME_BYTES:
+            raise FrameTooLargeError(len(body))
+        data = memoryview(_PREFIX.pack(len(body)) + body)
+        broken = False
+        with self._lock:
+            if self._closed:
+                return False
+            try:
+                while data:
+                    written = os.write(self._fd, data)
+                    data = data[written:]
+            except OSError:
+                self._closed = True
+                broken = True
+        if broken:
+            if self._on_broken is not None:
+                self._on_broken()
+            return False
+        return True
+
+    def write(self, message: Any) -> bool:
+        """Encode and write one message (raises FrameTooLargeError if it cannot fit)."""
+        return self.write_body(encode_message(message))
+
+
+def claim_stdout() -> int:
+    """Reserve the real stdout for frames and point fd 1 and `sys.stdout` at stderr.
+
+    Called before anything that might print, so a stray print, warning or child
+    process can never corrupt the frame stream (spec 7.12). Returns the private fd.
+    """
+    frames_fd = os.dup(1)
+    os.set_inheritable(frames_fd, False)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
+        import msvcrt
+
+        msvcrt.setmode(frames_fd, os.O_BINARY)
+        msvcrt.setmode(0, os.O_BINARY)
+        _redirect_windows_stdout_handle()
+    return frames_fd
+
+
+def _redirect_windows_stdout_handle() -> None:  # pragma: no cover - Windows only
+    import ctypes
+    import msvcrt
+
+    std_output_handle = -11
+    kernel32 = ctypes.windll.kernel32  # type: ignore[attr-defined]
+    kernel32.SetStdHandle(std_output_handle, msvcrt.get_osfhandle(2))
