@@ -1,0 +1,507 @@
+"""The origin policy file `origins.json` (spec 7.11 c, d): mode, approvals, block list.
+
+`PolicyStore` is shared by the relay (checks and host-local requests) and the CLI. A
+missing file means mode `extension` with empty lists and never loads pydantic; a file
+that cannot be read or validated makes every check fail closed. Writes are atomic and
+serialised across threads and processes, so a host and the CLI never lose an update.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import logging
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal
+
+from native_host import paths
+from native_host.errors import (
+    INVALID_ORIGIN,
+    MSG_INVALID_ORIGIN,
+    MSG_ORIGIN_NOT_APPROVED,
+    MSG_POLICY_NOT_SAVED,
+    ORIGIN_NOT_APPROVED,
+    STAGE_UPDATE_ORIGIN_POLICY,
+    STAGE_VALIDATE_ORIGIN,
+    STORAGE_ERROR,
+    HostError,
+)
+from native_host.origins import (
+    BlockPattern,
+    InvalidOriginError,
+    invalid_origin_error,
+    normalize_origin,
+)
+
+log = logging.getLogger(__name__)
+
+Mode = Literal["extension", "strict"]
+MODES: tuple[Mode, ...] = ("extension", "strict")
+POLICY_VERSION = 1
+
+MSG_POLICY_NOT_READ = "origin policy could not be read"
+"""`list_origin_approvals` on an unreadable file; belongs in errors.py."""
+
+_LOCK_RETRIES = 6
+"""Windows' LK_LOCK gives up after about 10 s; retry for about a minute before failing."""
+
+
+@dataclass(frozen=True)
+class Approval:
+    """One `approved` entry as it is on disk (the origin may be hand-written, unnormalised)."""
+
+    origin: str
+    approved_at: int
+
+
+@dataclass(frozen=True)
+class Policy:
+    """The file's content. Entries are kept as written so a rewrite never drops the
+    user's text; the effective sets are derived in `_Effective`."""
+
+    mode: Mode = "extension"
+    approved: tuple[Approval, ...] = ()
+    blocked: tuple[str, ...] = ()
+
+    def to_json(self) -> str:
+        """The on-disk form: indented for people who edit it by hand."""
+        document = {
+            "version": POLICY_VERSION,
+            "mode": self.mode,
+            "approved": [{"origin": a.origin, "approvedAt": a.approved_at} for a in self.approved],
+            "blocked": list(self.blocked),
+        }
+        return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+
+
+@dataclass(frozen=True)
+class _Effective:
+    """What checks use: normalised approvals and parsed block patterns, or why the file
+    is unusable."""
+
+    policy: Policy | None
+    problem: str | None = None
+    approved: dict[str, int] = field(default_factory=dict)
+    """Normalised origin -> approvedAt, first entry wins."""
+    patterns: tuple[BlockPattern, ...] = ()
+
+    @classmethod
+    def of(cls, policy: Policy, path: Path) -> _Effective:
+        approved: dict[str, int] = {}
+        for entry in policy.approved:
+            try:
+                approved.setdefault(normalize_origin(entry.origin), entry.approved_at)
+            except InvalidOriginError as exc:
+                log.warning("%s: approved origin %r ignored: %s", path, entry.origin, exc.reason)
+        patterns: list[BlockPattern] = []
+        for text in policy.blocked:
+            try:
+                patterns.append(BlockPattern.parse(text))
+            except InvalidOriginError as exc:
+                log.warning("%s: blocked entry %r ignored: %s", path, text, exc.reason)
+        return cls(policy, None, approved, tuple(patterns))
+
+    def blocks(self, origin: str) -> bool:
+        return any(pattern.matches(origin) for pattern in self.patterns)
+
+
+class _PolicyInvalid(Exception):
+    """The policy file exists but is not a valid policy."""
+
+    def __init__(self, problem: str) -> None:
+        super().__init__(problem)
+        self.problem = problem
+
+
+_Signature = tuple[int, int, int]
+"""(inode, size, mtime_ns): a changed file shows a change in one of them."""
+
+
+class PolicyStore:
+    """The policy file at `path`, cached until its mtime, size or inode changes."""
+
+    def __init__(self, path: Path, now_ms: Callable[[], int] | None = None) -> None:
+        self.path = path
+        self.lock_path = path.with_name(f".{path.name}.lock")
+        self._now_ms = now_ms or (lambda: time.time_ns() // 1_000_000)
+        self._cache_lock = threading.Lock()
+        self._write_lock = threading.Lock()
+        self._cached: tuple[_Signature | None, _Effective] | None = None
+
+    @classmethod
+    def for_env(cls, env: Mapping[str, str] = os.environ) -> PolicyStore:
+        """The store of `origins.json` in the config dir (spec 7.16)."""
+        return cls(paths.config_dir(env) / paths.POLICY_FILE)
+
+    # --- reading -------------------------------------------------------------------
+
+    def _effective(self) -> _Effective:
+        """The current policy, re-read only when the file changed."""
+        signature = self._signature()
+        with self._cache_lock:
+            if self._cached is not None and self._cached[0] == signature:
+                return self._cached[1]
+            signature, effective = self._read()
+            self._cached = (signature, effective)
+            return effective
+
+    def _signature(self) -> _Signature | None:
+        try:
+            st = self.path.stat()
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except OSError:
+            return (-1, -1, -1)
+        return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+    def _read(self) -> tuple[_Signature | None, _Effective]:
+        """Read and validate the file; the signature comes from the same open file so a
+        concurrent replace is noticed on the next check."""
+        try:
+            with self.path.open("rb") as handle:
+                st = os.fstat(handle.fileno())
+                raw = handle.read()
+        except (FileNotFoundError, NotADirectoryError):
+            return None, _Effective.of(Policy(), self.path)
+        except OSError as exc:
+            problem = f"{self.path}: cannot read: {exc.strerror or exc}"
+            return self._signature(), _Effective(None, problem)
+        signature = (st.st_ino, st.st_size, st.st_mtime_ns)
+        try:
+            policy = _parse_policy(raw, self.path)
+        except _PolicyInvalid as exc:
+            log.error("origin policy invalid, failing closed: %s", exc.problem)
+            return signature, _Effective(None, exc.problem)
+        return signature, _Effective.of(policy, self.path)
+
+    def problem(self) -> str | None:
+        """Why the file is unusable (path and line included), or None if it is fine."""
+        return self._effective().problem
+
+    def check(self, origin: str) -> None:
+        """Allow a normalised `callerOrigin`, or raise `ORIGIN_NOT_APPROVED`."""
+        effective = self._effective()
+        if effective.policy is None:
+            raise _not_approved(origin, "policy_invalid", error=effective.problem)
+        if effective.blocks(origin):
+            raise _not_approved(origin, "blocked")
+        if effective.policy.mode == "strict" and origin not in effective.approved:
+            raise _not_approved(origin, "not_approved")
+
+    # --- writing -------------------------------------------------------------------
+
+    def approve(self, origin: object) -> dict[str, Any]:
+        """Add an origin to `approved`; idempotent, keeping the first approval time."""
+        normalised = normalize_origin(origin)
+
+        def change(policy: Policy) -> Policy | None:
+            if any(_same_origin(a.origin, normalised) for a in policy.approved):
+                return None
+            entry = Approval(normalised, self._now_ms())
+            return replace(policy, approved=(*policy.approved, entry))
+
+        self._update(change)
+        return {"origin": normalised, "approved": True}
+
+    def revoke(self, origin: object) -> dict[str, Any]:
+        """Remove every `approved` entry that normalises to this origin."""
+        normalised = normalize_origin(origin)
+        removed = False
+
+        def change(policy: Policy) -> Policy | None:
+            nonlocal removed
+            kept = tuple(a for a in policy.approved if not _same_origin(a.origin, normalised))
+            removed = len(kept) < len(policy.approved)
+            return replace(policy, approved=kept) if removed else None
+
+        self._update(change)
+        return {"origin": normalised, "revoked": removed}
+
+    def block(self, entry: str) -> dict[str, Any]:
+        """Add a block entry (stored normalised); InvalidOriginError if it is unusable."""
+        pattern = BlockPattern.parse(entry)
+
+        def change(policy: Policy) -> Policy | None:
+            if pattern.text in policy.blocked:
+                return None
+            return replace(policy, blocked=(*policy.blocked, pattern.text))
+
+        self._update(change)
+        return {"pattern": pattern.text, "blocked": True}
+
+    def unblock(self, entry: str) -> dict[str, Any]:
+        """Remove block entries equal to `entry` as written or after normalisation, so
+        invalid hand-written entries can be removed too."""
+        try:
+            text = BlockPattern.parse(entry).text
+        except InvalidOriginError:
+            text = entry
+        removed = False
+
+        def change(policy: Policy) -> Policy | None:
+            nonlocal removed
+            kept = tuple(b for b in policy.blocked if b != entry and _pattern_text(b) != text)
+            removed = len(kept) < len(policy.blocked)
+            return replace(policy, blocked=kept) if removed else None
+
+        self._update(change)
+        return {"pattern": text, "unblocked": removed}
+
+    def set_mode(self, mode: str) -> dict[str, Any]:
+        """Switch between `extension` and `strict`."""
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(MODES)}")
+
+        def change(policy: Policy) -> Policy | None:
+            return None if policy.mode == mode else replace(policy, mode=mode)
+
+        self._update(change)
+        return {"mode": mode}
+
+    def _update(self, change: Callable[[Policy], Policy | None]) -> None:
+        """Read-modify-write under the thread and file locks, always from disk (a cached
+        signature could collide with another process's write). A corrupt file is never
+        overwritten. Checks keep using the cache meanwhile."""
+        with self._write_lock, self._file_lock():
+            _, effective = self._read()
+            if effective.policy is None:
+                raise _storage_error(
+                    f"{effective.problem}; fix the file by hand, or delete it to start over"
+                )
+            updated = change(effective.policy)
+            if updated is not None:
+                self._write(updated)
+
+    @contextlib.contextmanager
+    def _file_lock(self) -> Iterator[None]:
+        """An advisory lock on a sibling file: the policy file itself is replaced on write."""
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as exc:
+            raise _storage_error(str(exc)) from exc
+        try:
+            try:
+                _lock_fd(fd)
+            except OSError as exc:
+                raise _storage_error(str(exc)) from exc
+            try:
+                yield
+            finally:
+                _unlock_fd(fd)
+        finally:
+            os.close(fd)
+
+    def _write(self, policy: Policy) -> None:
+        """Temp file in the same directory, fsync, rename over the old file."""
+        import tempfile
+
+        directory = self.path.parent
+        try:
+            fd, temp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=directory)
+        except OSError as exc:
+            raise _storage_error(str(exc)) from exc
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
+                handle.write(policy.to_json())
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(temp, self.path)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.unlink(temp)
+            raise _storage_error(str(exc)) from exc
+        _fsync_dir(directory)
+
+    # --- host-local answer ---------------------------------------------------------
+
+    def list(self) -> dict[str, Any]:
+        """`list_origin_approvals`: the mode, normalised approvals and block entries."""
+        effective = self._effective()
+        if effective.policy is None:
+            raise HostError(
+                STORAGE_ERROR,
+                MSG_POLICY_NOT_READ,
+                STAGE_UPDATE_ORIGIN_POLICY,
+                error=effective.problem,
+            )
+        return {
+            "mode": effective.policy.mode,
+            "approved": [
+                {"origin": origin, "approvedAt": at} for origin, at in effective.approved.items()
+            ],
+            "blocked": list(effective.policy.blocked),
+        }
+
+
+def _same_origin(written: str, normalised: str) -> bool:
+    try:
+        return normalize_origin(written) == normalised
+    except InvalidOriginError:
+        return False
+
+
+def _pattern_text(entry: str) -> str | None:
+    try:
+        return BlockPattern.parse(entry).text
+    except InvalidOriginError:
+        return None
+
+
+def _not_approved(origin: str, reason: str, **details: Any) -> HostError:
+    return HostError(
+        ORIGIN_NOT_APPROVED,
+        MSG_ORIGIN_NOT_APPROVED,
+        STAGE_VALIDATE_ORIGIN,
+        callerOrigin=origin,
+        reason=reason,
+        **details,
+    )
+
+
+def _storage_error(error: str) -> HostError:
+    return HostError(STORAGE_ERROR, MSG_POLICY_NOT_SAVED, STAGE_UPDATE_ORIGIN_POLICY, error=error)
+
+
+# --- parsing -------------------------------------------------------------------------
+
+
+def _parse_policy(raw: bytes, path: Path) -> Policy:
+    """Decode and validate the file; _PolicyInvalid names the path and the line."""
+    try:
+        data = json.loads(raw.decode("utf-8-sig"))
+    except UnicodeDecodeError as exc:
+        raise _PolicyInvalid(f"{path}: not UTF-8 (byte {exc.start})") from None
+    except json.JSONDecodeError as exc:
+        raise _PolicyInvalid(
+            f"{path}: line {exc.lineno} column {exc.colno}: not valid JSON: {exc.msg}"
+        ) from None
+    return _policy_validator()(data, path)
+
+
+@functools.cache
+def _policy_validator() -> Callable[[object, Path], Policy]:
+    """The pydantic schema, built on first use so that a missing file never imports pydantic."""
+    from pydantic import Field, ValidationError
+
+    from native_host.models import CamelModel
+
+    class ApprovedEntry(CamelModel):
+        origin: str = Field(strict=True)
+        approved_at: int = Field(strict=True, ge=0)
+
+    class PolicyFile(CamelModel):
+        version: Literal[1] = 1
+        mode: Mode = "extension"
+        approved: list[ApprovedEntry] = Field(default_factory=list)
+        blocked: list[str] = Field(default_factory=list)
+
+    def validate(data: object, path: Path) -> Policy:
+        try:
+            parsed = PolicyFile.model_validate(data)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(part) for part in first["loc"]) or "top level"
+            raise _PolicyInvalid(f"{path}: {where}: {first['msg']}") from None
+        return Policy(
+            mode=parsed.mode,
+            approved=tuple(Approval(a.origin, a.approved_at) for a in parsed.approved),
+            blocked=tuple(parsed.blocked),
+        )
+
+    return validate
+
+
+# --- advisory file locks -------------------------------------------------------------
+
+if sys.platform == "win32":
+    import msvcrt
+
+    def _lock_fd(fd: int) -> None:
+        for attempt in range(_LOCK_RETRIES):
+            os.lseek(fd, 0, os.SEEK_SET)
+            try:
+                msvcrt.locking(fd, msvcrt.LK_LOCK, 1)
+                return
+            except OSError:
+                if attempt == _LOCK_RETRIES - 1:
+                    raise
+
+    def _unlock_fd(fd: int) -> None:
+        os.lseek(fd, 0, os.SEEK_SET)
+        msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)
+
+    def _fsync_dir(directory: Path) -> None:
+        """Windows cannot open a directory for fsync; ReplaceFile semantics suffice."""
+
+else:
+    import fcntl
+
+    def _lock_fd(fd: int) -> None:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+
+    def _unlock_fd(fd: int) -> None:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+
+    def _fsync_dir(directory: Path) -> None:
+        """Make the rename itself durable; best effort (some file systems refuse)."""
+        with contextlib.suppress(OSError):
+            fd = os.open(directory, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+
+# --- relay helpers (spec 1.4 step 4, 7.11 d) -----------------------------------------
+
+
+def validate_caller_origin(value: object, store: PolicyStore) -> str:
+    """Normalise a `callerOrigin` and apply the policy; the normalised origin, or the
+    `INVALID_ORIGIN` / `ORIGIN_NOT_APPROVED` error to reply with."""
+    try:
+        origin = normalize_origin(value)
+    except InvalidOriginError as exc:
+        raise invalid_origin_error(value, exc.reason) from None
+    store.check(origin)
+    return origin
+
+
+def host_local_request_error(caller_origin: object) -> HostError:
+    """The reply to a host-local request that carries a `callerOrigin` (it came from a page)."""
+    details = {"callerOrigin": caller_origin} if isinstance(caller_origin, str) else {}
+    return HostError(
+        ORIGIN_NOT_APPROVED,
+        MSG_ORIGIN_NOT_APPROVED,
+        STAGE_VALIDATE_ORIGIN,
+        reason="host_local_request",
+        **details,
+    )
+
+
+def handle_host_local(message: Mapping[str, Any], store: PolicyStore) -> dict[str, Any]:
+    """Answer `approve_origin`, `revoke_origin` or `list_origin_approvals` (the relay has
+    already refused them when they carry a `callerOrigin`)."""
+    kind = message.get("type")
+    if kind == "list_origin_approvals":
+        return store.list()
+    if kind not in ("approve_origin", "revoke_origin"):
+        raise ValueError(f"not a host-local request type: {kind!r}")
+    if "origin" not in message:
+        raise HostError(
+            INVALID_ORIGIN, MSG_INVALID_ORIGIN, STAGE_VALIDATE_ORIGIN, reason="origin is required"
+        )
+    origin = message["origin"]
+    try:
+        return store.approve(origin) if kind == "approve_origin" else store.revoke(origin)
+    except InvalidOriginError as exc:
+        raise HostError(
+            INVALID_ORIGIN, MSG_INVALID_ORIGIN, STAGE_VALIDATE_ORIGIN, reason=exc.reason
+        ) from None
