@@ -27,3 +27,17 @@ class ConfigFile(CamelModel):
     launch_poll_interval_ms: int = Field(default=200, gt=0)
     check_runtime_pid: bool = True
     log_level: Literal["info", "debug", "trace"] = "info"
+
+
+class LaunchConfigFile(CamelModel):
+    """`app-launch.json` (spec 4.1): the field types only, strict like the Desktop's serde.
+
+    A missing or mistyped field is a parse failure; the value rules (version, path,
+    args) are checked by the launcher so each gets its own `violation`.
+    """
+
+    model_config = ConfigDict(strict=True)
+
+    version: int = Field(ge=0, le=4_294_967_295)
+    executable_path: str
+    background_args: list[str]
