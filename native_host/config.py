@@ -74,6 +74,14 @@ _ENV_TIMEOUTS = {
 _LOG_LEVELS = ("info", "debug", "trace")
 
 
+def _with_timeout(config: HostConfig, attr: str, value: int) -> HostConfig:
+    if attr == "launch_timeout_ms":
+        return replace(config, launch_timeout_ms=value)
+    if attr == "connect_timeout_ms":
+        return replace(config, connect_timeout_ms=value)
+    return replace(config, core_response_timeout_ms=value)
+
+
 def load_config(env: Mapping[str, str] = os.environ) -> HostConfig:
     """Read `config.json` (an invalid file means defaults) and apply the environment."""
     config, problem = _read_file(paths.config_dir(env) / paths.CONFIG_FILE)
@@ -83,7 +91,7 @@ def load_config(env: Mapping[str, str] = os.environ) -> HostConfig:
         if value is None:
             continue
         if value.strip().isdigit() and int(value) > 0:
-            config = replace(config, **{attr: int(value)})
+            config = _with_timeout(config, attr, int(value))
         else:
             problems.append(f"{var}={value!r} is not a positive integer; ignored")
     extra_ids = env.get("PEDELEC_ALLOWED_EXTENSION_IDS")

@@ -86,6 +86,7 @@ MSG_EVENT_NOT_JSON = "Core IPC event was not valid JSON"
 MSG_SUBSCRIPTION_CLOSED = "Core IPC subscription closed"
 MSG_CONNECTION_CLOSED = "Core IPC connection closed"
 MSG_POLICY_NOT_SAVED = "origin policy could not be saved"
+MSG_POLICY_NOT_READ = "origin policy could not be read"
 
 
 class HostError(Exception):

@@ -43,8 +43,16 @@ class OversizeFrame:
 
 
 def encode_message(message: Any) -> bytes:
-    """Compact UTF-8 JSON with literal non-ASCII, as the spec requires (0.3 rule 6)."""
-    return json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+    """Compact UTF-8 JSON with literal non-ASCII, as the spec requires (0.3 rule 6).
+
+    A lone surrogate (valid in JSON text, not in UTF-8) is written escaped instead.
+    """
+    try:
+        return json.dumps(
+            message, ensure_ascii=False, separators=(",", ":"), allow_nan=False
+        ).encode()
+    except UnicodeEncodeError:
+        return json.dumps(message, separators=(",", ":"), allow_nan=False).encode()
 
 
 def _read_exact(stream: BinaryIO, count: int) -> bytes | None:
@@ -189,4 +197,4 @@ def _redirect_windows_stdout_handle() -> None:  # pragma: no cover - Windows onl
 
     std_output_handle = -11
     kernel32 = ctypes.windll.kernel32  # type: ignore[attr-defined]
-    kernel32.SetStdHandle(std_output_handle, msvcrt.get_osfhandle(2))
+    kernel32.SetStdHandle(std_output_handle, msvcrt.get_osfhandle(2))  # type: ignore[attr-defined]

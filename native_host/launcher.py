@@ -162,7 +162,7 @@ def _spawn_cwd(env: Mapping[str, str], executable: str) -> str:
     """The user's home (spec 7.14 step 6 says SHOULD; issue 4 suggested the executable's
     directory, which is the fallback when the home cannot be used)."""
     try:
-        home = paths._user_home(env)
+        home = paths.user_home(env)
     except (RuntimeError, KeyError, OSError):
         home = None
     if home is not None and home.is_dir():

@@ -17,7 +17,7 @@ POLICY_FILE = "origins.json"
 LAUNCH_LOCK_FILE = "launch.lock"
 
 
-def _user_home(env: Mapping[str, str]) -> Path:
+def user_home(env: Mapping[str, str]) -> Path:
     """The OS user home; under Snap, the real one that holds `~/.pedelec` (spec 5.4)."""
     snap_home = env.get("SNAP_REAL_HOME")
     if snap_home:
@@ -33,7 +33,7 @@ def pedelec_home(env: Mapping[str, str] = os.environ) -> Path:
     override = env.get("PEDELEC_HOME")
     if override:
         return Path(override)
-    return _user_home(env) / ".pedelec"
+    return user_home(env) / ".pedelec"
 
 
 def config_dir(env: Mapping[str, str] = os.environ) -> Path:

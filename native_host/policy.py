@@ -26,6 +26,7 @@ from native_host.errors import (
     INVALID_ORIGIN,
     MSG_INVALID_ORIGIN,
     MSG_ORIGIN_NOT_APPROVED,
+    MSG_POLICY_NOT_READ,
     MSG_POLICY_NOT_SAVED,
     ORIGIN_NOT_APPROVED,
     STAGE_UPDATE_ORIGIN_POLICY,
@@ -45,9 +46,6 @@ log = logging.getLogger(__name__)
 Mode = Literal["extension", "strict"]
 MODES: tuple[Mode, ...] = ("extension", "strict")
 POLICY_VERSION = 1
-
-MSG_POLICY_NOT_READ = "origin policy could not be read"
-"""`list_origin_approvals` on an unreadable file; belongs in errors.py."""
 
 _LOCK_RETRIES = 6
 """Windows' LK_LOCK gives up after about 10 s; retry for about a minute before failing."""

@@ -1,0 +1,144 @@
+"""Thread events on their way to the browser: size rules and synthetic errors (spec 7.7-7.9, 9.3).
+
+Pure functions of events and bytes; the subscription code decides what to do with the result.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from native_host import errors
+from native_host.framing import MAX_FRAME_BYTES, encode_message
+
+INFORMATIONAL_TYPES = frozenset(
+    {
+        "created",
+        "raw_stdout",
+        "raw_stderr",
+        "tool_result",
+        "provider_command_started",
+        "provider_session_id_updated",
+    }
+)
+"""Events the page never sees: oversize ones are shortened or dropped, never an error."""
+
+_TYPE_RE = re.compile(rb'"type"\s*:\s*"([A-Za-z0-9_]{1,64})"')
+_PROTECTED_FIELDS = frozenset({"type", "threadId"})
+
+
+def wrap_event(event: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "thread_event", "event": event}
+
+
+@dataclass(frozen=True)
+class EventFrame:
+    """The outcome of fitting one event into a frame.
+
+    `body` is set when the event (possibly truncated) fits; otherwise `size` is the
+    size the frame would have had and `dropped` says whether it may be dropped silently.
+    """
+
+    body: bytes | None
+    size: int
+    truncated: bool = False
+    dropped: bool = False
+
+
+def _truncate(event: dict[str, Any]) -> bytes | None:
+    """Shorten the longest top-level string so the frame fits, or None if none can."""
+    candidates = [
+        (len(v), k) for k, v in event.items() if isinstance(v, str) and k not in _PROTECTED_FIELDS
+    ]
+    if not candidates:
+        return None
+    _, field = max(candidates)
+    text: str = event[field]
+
+    def body_for(length: int) -> bytes:
+        return encode_message(wrap_event({**event, field: text[:length], "truncated": True}))
+
+    if len(body_for(0)) > MAX_FRAME_BYTES:
+        return None
+    low, high = 0, len(text)
+    while low < high:
+        middle = (low + high + 1) // 2
+        if len(body_for(middle)) <= MAX_FRAME_BYTES:
+            low = middle
+        else:
+            high = middle - 1
+    return body_for(low)
+
+
+def fit_event(event: dict[str, Any]) -> EventFrame:
+    """Encode an event frame within the 1 MiB cap, shortening informational events."""
+    body = encode_message(wrap_event(event))
+    if len(body) <= MAX_FRAME_BYTES:
+        return EventFrame(body=body, size=len(body))
+    if event.get("type") in INFORMATIONAL_TYPES:
+        shortened = _truncate(event)
+        if shortened is not None:
+            return EventFrame(body=shortened, size=len(body), truncated=True)
+        return EventFrame(body=None, size=len(body), dropped=True)
+    return EventFrame(body=None, size=len(body))
+
+
+def oversize_event_error(event: dict[str, Any], size: int) -> dict[str, Any]:
+    """The error for an event the page would see but that cannot fit a frame (spec 7.7)."""
+    details: dict[str, Any] = {"stage": errors.STAGE_RELAY_EVENT}
+    if "type" in event:
+        details["eventType"] = event["type"]
+    if "seq" in event:
+        details["seq"] = event["seq"]
+    details["sizeBytes"] = size
+    return {
+        "code": errors.MESSAGE_TOO_LARGE,
+        "message": errors.MSG_EVENT_TOO_LARGE,
+        "details": details,
+    }
+
+
+def find_event_type(head: bytes, tail: bytes) -> str | None:
+    """The event `type` of an oversize stream line, from its first and last bytes (spec 7.8).
+
+    Core sorts keys, so the event's own `type` is usually the last one before the
+    envelope's `"type":"thread_event"`; the head is searched when the tail has none.
+    """
+    in_tail = [m.group(1).decode() for m in _TYPE_RE.finditer(tail)]
+    in_tail = [t for t in in_tail if t != "thread_event"]
+    if in_tail:
+        return in_tail[-1]
+    in_head = [m.group(1).decode() for m in _TYPE_RE.finditer(head)]
+    in_head = [t for t in in_head if t != "thread_event"]
+    return in_head[0] if in_head else None
+
+
+def oversize_line_error(size: int, event_type: str | None) -> dict[str, Any]:
+    """The error for a Core stream line over 1 MiB (spec 7.8)."""
+    details: dict[str, Any] = {"stage": errors.STAGE_RELAY_EVENT, "sizeBytes": size}
+    if event_type is not None:
+        details["eventType"] = event_type
+    return {
+        "code": errors.MESSAGE_TOO_LARGE,
+        "message": errors.MSG_CORE_LINE_TOO_LARGE,
+        "details": details,
+    }
+
+
+def stream_error(code: str, message: str, **details: Any) -> dict[str, Any]:
+    return {
+        "code": code,
+        "message": message,
+        "details": {"stage": errors.STAGE_RELAY_EVENT, **details},
+    }
+
+
+def synthetic_error_event(thread_id: str, error: dict[str, Any]) -> dict[str, Any]:
+    """A legacy stream's failure as a seq-less `error` event (spec 7.9)."""
+    return wrap_event({"type": "error", "threadId": thread_id, "source": "core", "error": error})
+
+
+def subscription_closed(thread_id: str, error: dict[str, Any]) -> dict[str, Any]:
+    """A current stream's end (spec 9.3)."""
+    return {"type": "thread_subscription_closed", "threadId": thread_id, "error": error}

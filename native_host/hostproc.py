@@ -1,0 +1,220 @@
+"""Run the host exactly as Chrome does: a subprocess with the extension origin as its
+argument, talking length-prefixed JSON over its stdin and stdout.
+
+One way to run the host, shared by the test suite, the demo and `doctor`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import queue
+import struct
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from native_host import OFFICIAL_EXTENSION_ID
+from native_host.framing import MAX_FRAME_BYTES, encode_message
+
+OFFICIAL_ORIGIN = f"chrome-extension://{OFFICIAL_EXTENSION_ID}/"
+_PREFIX = struct.Struct("<I")
+
+
+def default_host_command() -> list[str]:
+    """The host as installed from this checkout (the Python interpreter running us)."""
+    return [sys.executable, "-m", "native_host"]
+
+
+class HostProtocolError(AssertionError):
+    """The host broke the native messaging contract (bad frame, oversize frame, ...)."""
+
+
+class HostProcess:
+    """A running host process and the frames it has written."""
+
+    def __init__(
+        self,
+        command: Sequence[str] | None = None,
+        args: Sequence[str] = (OFFICIAL_ORIGIN,),
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+    ) -> None:
+        self.command = [*(command or default_host_command()), *args]
+        self.proc = subprocess.Popen(
+            self.command,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=dict(env) if env is not None else None,
+            cwd=cwd,
+        )
+        self.frames: queue.Queue[dict[str, Any] | None] = queue.Queue()
+        self.frame_sizes: list[int] = []
+        self.protocol_errors: list[str] = []
+        self.stderr_chunks: list[bytes] = []
+        self._stdin_lock = threading.Lock()
+        self._peeked: list[dict[str, Any] | None] = []
+        self.history: list[dict[str, Any]] = []
+        """Every frame taken from the host's stdout so far, in order."""
+        threading.Thread(target=self._read_stdout, daemon=True).start()
+        threading.Thread(target=self._read_stderr, daemon=True).start()
+
+    # --- reading -------------------------------------------------------------------
+    def _read_stdout(self) -> None:
+        stdout = self.proc.stdout
+        assert stdout is not None
+        while True:
+            prefix = stdout.read(4)
+            if len(prefix) < 4:
+                if prefix:
+                    self.protocol_errors.append(f"stray {len(prefix)} bytes at end of stdout")
+                break
+            (size,) = _PREFIX.unpack(prefix)
+            body = stdout.read(size)
+            self.frame_sizes.append(size)
+            if size > MAX_FRAME_BYTES:
+                self.protocol_errors.append(f"frame of {size} bytes exceeds {MAX_FRAME_BYTES}")
+            if len(body) < size:
+                self.protocol_errors.append("stdout ended inside a frame")
+                break
+            try:
+                message = json.loads(body.decode("utf-8"))
+            except ValueError as exc:
+                self.protocol_errors.append(f"frame is not UTF-8 JSON: {exc}")
+                continue
+            self.frames.put(message)
+        self.frames.put(None)
+
+    def _read_stderr(self) -> None:
+        stderr = self.proc.stderr
+        assert stderr is not None
+        for chunk in iter(lambda: stderr.read(4096), b""):
+            self.stderr_chunks.append(chunk)
+
+    @property
+    def stderr(self) -> str:
+        return b"".join(self.stderr_chunks).decode("utf-8", errors="replace")
+
+    def check_protocol(self) -> None:
+        """Raise if the host ever wrote something the browser would reject."""
+        if self.protocol_errors:
+            raise HostProtocolError("; ".join(self.protocol_errors))
+
+    def read(self, timeout: float = 10.0) -> dict[str, Any]:
+        """The next frame; raises if none arrives in time or the host closed stdout."""
+        try:
+            message = self._next(timeout)
+        except queue.Empty:
+            raise TimeoutError(f"no frame from the host within {timeout} s") from None
+        if message is None:
+            self._peeked.append(None)
+            self.check_protocol()
+            raise EOFError(f"host closed stdout (exit {self.proc.poll()}); stderr: {self.stderr}")
+        self.check_protocol()
+        return message
+
+    def read_until(
+        self, predicate: Callable[[dict[str, Any]], bool], timeout: float = 10.0
+    ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """Read frames until one matches; returns it and the frames skipped on the way."""
+        deadline = time.monotonic() + timeout
+        skipped: list[dict[str, Any]] = []
+        while True:
+            message = self.read(max(0.01, deadline - time.monotonic()))
+            if predicate(message):
+                return message, skipped
+            skipped.append(message)
+
+    def response(self, request_id: str, timeout: float = 10.0) -> dict[str, Any]:
+        """Read until the response with this requestId; frames on the way are kept for
+        later reads, in order."""
+        message, skipped = self.read_until(
+            lambda m: m.get("type") == "response" and m.get("requestId") == request_id, timeout
+        )
+        self._peeked[0:0] = skipped
+        return message
+
+    def no_frame_within(self, seconds: float) -> bool:
+        """True if the host writes nothing for `seconds`."""
+        try:
+            message = self._next(seconds)
+        except queue.Empty:
+            return True
+        self._peeked.append(message)
+        return message is None
+
+    def _next(self, timeout: float) -> dict[str, Any] | None:
+        if self._peeked:
+            return self._peeked.pop(0)
+        message = self.frames.get(timeout=timeout)
+        if message is not None:
+            self.history.append(message)
+        return message
+
+    # --- writing ------------------------------------------------------------------
+    def send_raw(self, data: bytes) -> None:
+        stdin = self.proc.stdin
+        assert stdin is not None
+        with self._stdin_lock:
+            stdin.write(data)
+            stdin.flush()
+
+    def send_body(self, body: bytes) -> None:
+        self.send_raw(_PREFIX.pack(len(body)) + body)
+
+    def send(self, message: Any) -> None:
+        self.send_body(encode_message(message))
+
+    def request(self, message: dict[str, Any], timeout: float = 10.0) -> dict[str, Any]:
+        """Send one request and wait for its response."""
+        self.send(message)
+        return self.response(str(message["requestId"]), timeout)
+
+    # --- lifetime -------------------------------------------------------------------
+    def close_stdin(self) -> None:
+        """What Chrome does when the port disconnects."""
+        stdin = self.proc.stdin
+        assert stdin is not None
+        with self._stdin_lock:
+            if not stdin.closed:
+                with contextlib.suppress(BrokenPipeError):
+                    stdin.close()
+
+    def wait(self, timeout: float = 5.0) -> int:
+        return self.proc.wait(timeout)
+
+    def stop(self) -> None:
+        """Close stdin and make sure the process is gone."""
+        with contextlib.suppress(OSError):
+            self.close_stdin()
+        try:
+            self.proc.wait(5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(5)
+
+    def __enter__(self) -> HostProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def isolated_env(base: Mapping[str, str], root: os.PathLike[str] | str) -> dict[str, str]:
+    """An environment whose Pedelec home, config, state and log dirs all live under `root`."""
+    root = os.fspath(root)
+    env = {k: v for k, v in base.items() if not k.startswith("PEDELEC_")}
+    env.update(
+        {
+            "PEDELEC_HOME": os.path.join(root, "pedelec-home"),
+            "PEDELEC_NATIVE_HOST_CONFIG_DIR": os.path.join(root, "config"),
+            "PEDELEC_NATIVE_HOST_STATE_DIR": os.path.join(root, "state"),
+            "PEDELEC_NATIVE_HOST_LOG_DIR": os.path.join(root, "logs"),
+        }
+    )
+    return env

@@ -1,0 +1,122 @@
+"""Pure tests of the native framing (spec 1.2, 7.6, 7.7)."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import struct
+
+import pytest
+
+from native_host.framing import (
+    MAX_FRAME_BYTES,
+    FrameTooLargeError,
+    FrameWriter,
+    OversizeFrame,
+    encode_message,
+    read_frame,
+    recover_request_id,
+)
+
+
+def frame(body: bytes, declared: int | None = None) -> bytes:
+    return struct.pack("<I", len(body) if declared is None else declared) + body
+
+
+def test_reads_consecutive_frames_little_endian() -> None:
+    stream = io.BytesIO(frame(b'{"a":1}') + frame(b"[]"))
+    assert read_frame(stream) == b'{"a":1}'
+    assert read_frame(stream) == b"[]"
+    assert read_frame(stream) is None
+
+
+@pytest.mark.parametrize("data", [b"", b"\x05", b"\x05\x00\x00", frame(b"abc", declared=10)])
+def test_eof_in_prefix_or_body_ends_reading(data: bytes) -> None:
+    assert read_frame(io.BytesIO(data)) is None
+
+
+def test_empty_body_is_returned_for_the_parser_to_reject() -> None:
+    assert read_frame(io.BytesIO(frame(b""))) == b""
+
+
+def test_exactly_one_mebibyte_is_accepted() -> None:
+    body = b"x" * MAX_FRAME_BYTES
+    assert read_frame(io.BytesIO(frame(body))) == body
+
+
+def test_oversize_frame_is_drained_and_the_next_frame_is_readable() -> None:
+    tail = b'","type":"send_text","requestId":"req_huge"}'
+    body = b'{"message":"' + b"x" * (MAX_FRAME_BYTES + 10) + tail
+    stream = io.BytesIO(frame(body) + frame(b'{"next":true}'))
+    result = read_frame(stream)
+    assert result == OversizeFrame(size=len(body), request_id="req_huge", trusted=True)
+    assert read_frame(stream) == b'{"next":true}'
+
+
+def test_oversize_frame_cut_short_by_eof_is_a_shutdown() -> None:
+    assert read_frame(io.BytesIO(frame(b"x" * 100, declared=MAX_FRAME_BYTES + 1))) is None
+
+
+def test_length_beyond_what_chrome_can_send_is_untrusted_and_not_read() -> None:
+    stream = io.BytesIO(frame(b"whatever", declared=67_108_865))
+    assert read_frame(stream) == OversizeFrame(size=67_108_865, request_id="", trusted=False)
+    assert stream.read() == b"whatever"
+
+
+@pytest.mark.parametrize(
+    ("tail", "expected"),
+    [
+        (b'"requestId":"a","x":1,"requestId":"last"}', "last"),
+        (b'"requestId" :  "spaced"', "spaced"),
+        (b'"requestId":"esc\\"aped"', 'esc"aped'),
+        (b'"requestId":"   "', ""),
+        (b'"requestId":12', ""),
+        (b'"requestId":"' + b"r" * 257 + b'"', ""),
+        (b'"requestId":"' + b"r" * 256 + b'"', "r" * 256),
+        (b'xxxxxxxxxxxx"', ""),
+        (b'"requestId":"unterminated', ""),
+    ],
+)
+def test_request_id_recovery_takes_the_last_string_value(tail: bytes, expected: str) -> None:
+    assert recover_request_id(tail) == expected
+
+
+def test_encoding_is_compact_with_literal_unicode() -> None:
+    assert encode_message({"a": "bücher ✓", "b": [1, 2]}) == '{"a":"bücher ✓","b":[1,2]}'.encode()
+
+
+def test_encoding_refuses_non_finite_numbers() -> None:
+    with pytest.raises(ValueError):
+        encode_message({"x": float("nan")})
+
+
+def test_writer_writes_whole_frames_and_refuses_oversize() -> None:
+    read_fd, write_fd = os.pipe()
+    writer = FrameWriter(write_fd)
+    assert writer.write({"type": "response", "requestId": "r", "ok": True, "result": {}})
+    with pytest.raises(FrameTooLargeError):
+        writer.write_body(b"x" * (MAX_FRAME_BYTES + 1))
+    os.close(write_fd)
+    with os.fdopen(read_fd, "rb") as reader:
+        body = read_frame(reader)
+        assert isinstance(body, bytes)
+        assert json.loads(body)["requestId"] == "r"
+        assert read_frame(reader) is None
+
+
+def test_writer_reports_a_closed_browser_once_and_then_drops_frames() -> None:
+    read_fd, write_fd = os.pipe()
+    os.close(read_fd)
+    calls: list[int] = []
+    writer = FrameWriter(write_fd, on_broken=lambda: calls.append(1))
+    assert not writer.write({"a": 1})
+    assert not writer.write({"a": 2})
+    assert calls == [1]
+    assert writer.closed
+    os.close(write_fd)
+
+
+def test_lone_surrogate_is_escaped_rather_than_crashing() -> None:
+    body = encode_message(json.loads('{"text":"a\\ud800b"}'))
+    assert body == b'{"text":"a\\ud800b"}'

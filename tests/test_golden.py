@@ -1,0 +1,312 @@
+"""The conformance suite: the spec's golden exchanges (sections 8 and 9.9), played from
+data files in tests/fixtures/golden/ through the real host process against the dev Core.
+
+Each fixture lists steps: frames the extension sends, frames it must receive, Core
+requests the dev Core must have recorded, and things the Core does (emit, inject,
+close, crash, restart). Expected JSON is compared parsed; placeholders:
+"<string>" any string, "<int>" any integer, "<any>" anything, "<HOME>" the Pedelec
+home and "<DIR>" a real directory made for the fixture. Every frame of every run is
+checked against the 1 MiB cap by `HostProcess`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import stat
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import HostWorld
+
+FIXTURES = Path(__file__).parent / "fixtures" / "golden"
+
+
+def _cases() -> list[Any]:
+    cases = []
+    for path in sorted(FIXTURES.glob("*.json")):
+        fixture = json.loads(path.read_text())
+        for generation in fixture.get("generations", ["legacy"]):
+            cases.append(pytest.param(path, generation, id=f"{path.stem}[{generation}]"))
+    return cases
+
+
+def _substitute(value: Any, names: dict[str, str]) -> Any:
+    if isinstance(value, str):
+        for name, replacement in names.items():
+            value = value.replace(name, replacement)
+        return value
+    if isinstance(value, list):
+        return [_substitute(v, names) for v in value]
+    if isinstance(value, dict):
+        return {k: _substitute(v, names) for k, v in value.items()}
+    return value
+
+
+def matches(expected: Any, actual: Any) -> bool:
+    """Parsed-JSON equality with placeholders (spec 8, notation)."""
+    if expected == "<any>":
+        return True
+    if expected == "<string>":
+        return isinstance(actual, str)
+    if expected == "<int>":
+        return isinstance(actual, int) and not isinstance(actual, bool)
+    if isinstance(expected, dict):
+        return (
+            isinstance(actual, dict)
+            and expected.keys() == actual.keys()
+            and all(matches(v, actual[k]) for k, v in expected.items())
+        )
+    if isinstance(expected, list):
+        return (
+            isinstance(actual, list)
+            and len(expected) == len(actual)
+            and all(matches(e, a) for e, a in zip(expected, actual, strict=True))
+        )
+    return type(expected) is type(actual) and expected == actual
+
+
+def build_body(spec: Any) -> bytes:
+    """A frame body from text, or from parts `[{"text": s} | {"repeat": s, "count": n}]`."""
+    if isinstance(spec, str):
+        return spec.encode()
+    return b"".join(
+        p["text"].encode() if "text" in p else p["repeat"].encode() * p["count"] for p in spec
+    )
+
+
+class Player:
+    """Plays one fixture against one world."""
+
+    def __init__(self, world: HostWorld, fixture: dict[str, Any], generation: str) -> None:
+        self.world = world
+        self.fixture = fixture
+        self.generation = generation
+        self.directory = world.root / "workspace"
+        self.directory.mkdir()
+        self.names = {"<HOME>": str(world.home), "<DIR>": str(self.directory)}
+        self.core: Any = None
+        self.core_seen = 0
+        self.connections_mark = 0
+        self.host: Any = None
+
+    def sub(self, value: Any) -> Any:
+        return _substitute(value, self.names)
+
+    def setup(self) -> None:
+        fixture = self.fixture
+        if "config" in fixture:
+            self.world.write_config(fixture["config"])
+        if "policy" in fixture:
+            self.world.write_policy(fixture["policy"])
+        if fixture.get("launchApp"):
+            self.write_launch_app(fixture["launchApp"])
+        if "launchConfig" in fixture:
+            config = self.sub(fixture["launchConfig"])
+            (self.world.home / "app-launch.json").write_text(json.dumps(config))
+        if fixture.get("runtime") == "closed-port":
+            self.write_closed_port_runtime()
+        if fixture.get("core", True) is not False:
+            faults = self.sub(fixture.get("core", {}).get("faults", {}))
+            self.core = self.world.start_core(self.generation, **faults)
+        self.host = self.world.start_host(args=fixture.get("hostArgs"), **fixture.get("env", {}))
+
+    def write_closed_port_runtime(self) -> None:
+        import socket
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        runtime = {
+            "protocol": "pedelec-core-ipc-v1",
+            "host": "127.0.0.1",
+            "port": port,
+            "endpoint": f"127.0.0.1:{port}",
+            "pid": os.getpid(),
+        }
+        (self.world.home / "runtime.json").write_text(json.dumps(runtime))
+
+    def write_launch_app(self, kind: str) -> None:
+        """A desktop app for app-launch.json: `marker` only leaves a file behind, `devcore`
+        starts a dev Core on the home (the launched Core is killed at teardown)."""
+        app = self.world.root / "fake-desktop"
+        marker = self.world.root / "launched.marker"
+        lines = [f"#!{sys.executable}", "import os, subprocess, sys"]
+        lines.append(f"open({str(marker)!r}, 'a').write(str(os.getpid()) + '\\n')")
+        if kind == "devcore":
+            lines.append(
+                "os.execv(sys.executable, [sys.executable, '-m', 'native_host', 'dev-core', "
+                f"'--home', {str(self.world.home)!r}, '--generation', {self.generation!r}, "
+                f"'--record', {str(self.world.root / 'launched-core-record.jsonl')!r}])"
+            )
+        app.write_text("\n".join(lines) + "\n")
+        app.chmod(stat.S_IRWXU | stat.S_IRGRP | stat.S_IXGRP | stat.S_IROTH | stat.S_IXOTH)
+        config = {"version": 1, "executablePath": str(app), "backgroundArgs": ["--background"]}
+        (self.world.home / "app-launch.json").write_text(json.dumps(config))
+        self.names["<MARKER>"] = str(marker)
+        self.names["<APP>"] = str(app)
+
+    def teardown(self) -> None:
+        runtime = self.world.home / "runtime.json"
+        if self.fixture.get("launchApp") == "devcore" and runtime.exists():
+            with contextlib.suppress(OSError, ValueError, KeyError):
+                os.kill(json.loads(runtime.read_text())["pid"], 15)
+
+    # --- steps ------------------------------------------------------------------------
+    def run(self) -> None:
+        for index, step in enumerate(self.fixture["steps"]):
+            (name, arg), *rest = step.items()
+            assert not rest, f"step {index} has more than one action: {step}"
+            handler = getattr(self, "step_" + name)
+            try:
+                handler(self.sub(arg))
+            except AssertionError as exc:
+                raise AssertionError(f"step {index} {name}: {exc}") from None
+
+    def step_send(self, message: Any) -> None:
+        self.host.send(message)
+
+    def step_sendBody(self, spec: Any) -> None:
+        self.host.send_body(build_body(spec))
+
+    def step_sendFrame(self, spec: dict[str, Any]) -> None:
+        """A prefix declaring `declared` bytes followed by `body` (possibly shorter)."""
+        body = build_body(spec.get("body", ""))
+        declared = spec.get("declared", len(body))
+        self.host.send_raw(declared.to_bytes(4, "little") + body)
+
+    def step_expect(self, expected: Any) -> None:
+        actual = self.host.read(timeout=15)
+        assert matches(expected, actual), f"\nexpected {expected}\n  actual {actual}"
+
+    def step_expectAnyOrder(self, expected: list[Any]) -> None:
+        actual = [self.host.read(timeout=15) for _ in expected]
+        remaining = list(actual)
+        for item in expected:
+            found = next((a for a in remaining if matches(item, a)), None)
+            assert found is not None, f"\nno frame matches {item}\n frames {actual}"
+            remaining.remove(found)
+
+    def step_expectInterleaved(self, arg: dict[str, Any]) -> None:
+        """`ordered` frames must arrive in order; `floating` ones anywhere among them."""
+        ordered, floating = list(arg.get("ordered", [])), list(arg.get("floating", []))
+        actual = [self.host.read(timeout=15) for _ in range(len(ordered) + len(floating))]
+        rest = []
+        for frame in actual:
+            found = next((f for f in floating if matches(f, frame)), None)
+            if found is not None:
+                floating.remove(found)
+            else:
+                rest.append(frame)
+        assert not floating, f"\nmissing {floating}\n frames {actual}"
+        for expected, frame in zip(ordered, rest, strict=True):
+            assert matches(expected, frame), f"\nexpected {expected}\n  actual {frame}"
+
+    def step_expectRecordFile(self, arg: dict[str, Any]) -> None:
+        """Count lines of one type in the record of a dev Core started by a launch."""
+        path = self.world.root / "launched-core-record.jsonl"
+        lines = path.read_text().splitlines() if path.exists() else []
+        types = [json.loads(line).get("type") for line in lines]
+        assert types.count(arg["type"]) == arg["count"], types
+
+    def step_expectSilence(self, seconds: float) -> None:
+        assert self.host.no_frame_within(seconds), f"unexpected frame {self.host.read()}"
+
+    def _records(self) -> list[Any]:
+        return self.core.record if self.core is not None else []
+
+    def step_expectCore(self, expected: Any) -> None:
+        deadline = time.monotonic() + 10
+        while len(self._records()) <= self.core_seen and time.monotonic() < deadline:
+            time.sleep(0.01)
+        records = self._records()
+        assert len(records) > self.core_seen, f"the Core received no request {expected}"
+        record = records[self.core_seen]
+        self.core_seen += 1
+        assert matches(expected, record.envelope), (
+            f"\nexpected Core line {expected}\n  actual {record.raw}"
+        )
+
+    def step_expectCoreTotal(self, count: int) -> None:
+        time.sleep(0.05)
+        records = self._records()
+        assert len(records) == count, [r.raw for r in records]
+        self.core_seen = count
+
+    def step_markConnections(self, _: Any) -> None:
+        """Start counting Core connections and requests from here."""
+        self.connections_mark = self.core.connection_count if self.core else 0
+        self.core_seen = len(self._records())
+
+    def step_expectNoCoreTraffic(self, _: Any) -> None:
+        time.sleep(0.05)
+        count = self.core.connection_count if self.core else 0
+        assert count == self.connections_mark, f"{count - self.connections_mark} connections"
+        assert len(self._records()) == self.core_seen
+
+    def step_expectNewConnections(self, count: int) -> None:
+        assert self.core.connection_count - self.connections_mark == count
+        self.connections_mark = self.core.connection_count
+
+    def step_coreEmit(self, arg: dict[str, Any]) -> None:
+        self.core.emit_event(arg["threadId"], arg["event"])
+
+    def step_coreInject(self, arg: dict[str, Any]) -> None:
+        self.core.inject_stream_line(arg["threadId"], build_body(arg["line"]))
+
+    def step_coreCloseStreams(self, thread_id: str | None) -> None:
+        self.core.close_streams(thread_id)
+
+    def step_coreCrash(self, _: Any) -> None:
+        self.core.crash()
+
+    def step_coreRestart(self, faults: dict[str, Any]) -> None:
+        """A new Core process on a new port rewrites runtime.json."""
+        self.core = self.world.start_core(self.generation, **faults)
+        self.core_seen = 0
+        self.connections_mark = 0
+
+    def step_expectStreamEof(self, arg: dict[str, Any]) -> None:
+        thread_id, count = arg.get("threadId"), arg.get("count", 1)
+        deadline = time.monotonic() + 5
+        while self.core.stream_eofs(thread_id) < count and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert self.core.stream_eofs(thread_id) == count
+
+    def step_expectFile(self, arg: dict[str, Any]) -> None:
+        exists = Path(arg["path"]).exists()
+        assert exists == arg.get("exists", True), f"{arg['path']} exists={exists}"
+
+    def step_closeStdin(self, _: Any) -> None:
+        self.host.close_stdin()
+
+    def step_expectExit(self, arg: dict[str, Any]) -> None:
+        started = time.monotonic()
+        code = self.host.wait(timeout=arg.get("within", 2.0) + 3)
+        elapsed = time.monotonic() - started
+        assert code == arg["code"], f"exit {code}; stderr {self.host.stderr}"
+        assert elapsed <= arg.get("within", 2.0), f"exit took {elapsed:.2f} s"
+
+    def step_expectEof(self, _: Any) -> None:
+        with pytest.raises(EOFError):
+            self.host.read(timeout=5)
+
+    def step_sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+
+@pytest.mark.parametrize(("path", "generation"), _cases())
+def test_golden_exchange(world: HostWorld, path: Path, generation: str) -> None:
+    fixture = json.loads(path.read_text())
+    player = Player(world, fixture, generation)
+    player.setup()
+    try:
+        player.run()
+        player.host.check_protocol()
+    finally:
+        player.teardown()

@@ -1,0 +1,316 @@
+"""Scenario tests of section 7 through the real host process and the dev Core.
+
+The golden exchanges (test_golden.py) pin exact frames; these cover the behaviour around
+them: concurrency under load, lifetime, subscriptions under races, privacy of logs.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from tests.conftest import HostWorld
+
+APP = "https://app.example.com"
+
+
+def create_and_subscribe(host: Any, origin: str | None = APP, rid: str = "c") -> str:
+    create: dict[str, Any] = {"type": "create_thread", "requestId": rid, "provider": "codex"}
+    if origin:
+        create["callerOrigin"] = origin
+    created = host.request(create)
+    assert created["ok"], created
+    thread_id: str = created["result"]["threadId"]
+    subscribe: dict[str, Any] = {
+        "type": "subscribe_thread",
+        "requestId": rid + "_sub",
+        "threadId": thread_id,
+    }
+    if origin:
+        subscribe["callerOrigin"] = origin
+    assert host.request(subscribe)["ok"]
+    return thread_id
+
+
+def test_forty_slow_requests_run_concurrently(world: HostWorld) -> None:
+    world.start_core(
+        "legacy",
+        delay_ms={"send_text": 1000},
+        canned_responses={"send_text": {"ok": True, "result": {"threadId": "t000001"}}},
+    )
+    host = world.start_host()
+    started = time.monotonic()
+    for i in range(40):
+        host.send({"type": "send_text", "requestId": f"r{i}", "threadId": "t1", "message": "x"})
+    host.send({"type": "ping", "requestId": "fast"})
+    first = host.read(timeout=10)
+    assert first["requestId"] == "fast"
+    ids = {host.read(timeout=15)["requestId"] for _ in range(40)}
+    elapsed = time.monotonic() - started
+    assert ids == {f"r{i}" for i in range(40)}
+    assert elapsed < 20, f"40 one-second requests took {elapsed:.1f} s: they were serialised"
+
+
+def test_eof_with_a_call_in_flight_exits_promptly_and_closes_the_core_connection(
+    world: HostWorld, wait_until: Any
+) -> None:
+    core = world.start_core("legacy", hang_types={"send_text"})
+    host = world.start_host()
+    host.send({"type": "send_text", "requestId": "hang", "threadId": "t1", "message": "x"})
+    assert wait_until(lambda: len(core.requests("send_text")) == 1)
+    started = time.monotonic()
+    host.close_stdin()
+    assert host.wait(3) == 0
+    assert time.monotonic() - started < 2.0
+    assert wait_until(lambda: core.eof_connections >= 1)
+    assert host.no_frame_within(0.1)
+
+
+def test_eof_with_live_streams_closes_them_silently(world: HostWorld, wait_until: Any) -> None:
+    core = world.start_core("current")
+    host = world.start_host()
+    create_and_subscribe(host)
+    host.close_stdin()
+    assert host.wait(3) == 0
+    assert wait_until(lambda: core.stream_eofs() == 1)
+
+
+def test_closed_stdout_makes_the_host_exit(world: HostWorld) -> None:
+    """The browser side of stdout goes away: the next write fails and the host exits 0."""
+    import os
+    import struct
+    import subprocess
+
+    from tests.conftest import host_command
+
+    world.start_core("legacy")
+    read_end, write_end = os.pipe()
+    proc = subprocess.Popen(
+        [*host_command(), "chrome-extension://ogccgaminlphbkeghldidiiimajfdpag/"],
+        stdin=subprocess.PIPE,
+        stdout=write_end,
+        stderr=subprocess.DEVNULL,
+        env=world.env,
+    )
+    os.close(write_end)
+    os.close(read_end)
+    assert proc.stdin is not None
+    body = b'{"type":"ping","requestId":"p"}'
+    proc.stdin.write(struct.pack("<I", len(body)) + body)
+    proc.stdin.flush()
+    try:
+        assert proc.wait(5) == 0
+    finally:
+        proc.kill()
+        proc.stdin.close()
+
+
+def test_core_request_line_over_the_limit_is_refused_before_connecting(world: HostWorld) -> None:
+    core = world.start_core("legacy")
+    host = world.start_host()
+    prefix = '{"type":"send_text","requestId":"big","threadId":"t1","message":"'
+    body = prefix + "x" * (1_048_576 - len(prefix) - 2) + '"}'
+    assert len(body.encode()) == 1_048_576
+    host.send_body(body.encode())
+    reply = host.response("big")
+    assert reply["error"]["code"] == "MESSAGE_TOO_LARGE"
+    assert reply["error"]["message"] == "Core IPC request exceeds size limit"
+    assert reply["error"]["details"]["stage"] == "send_request"
+    assert reply["error"]["details"]["sizeBytes"] > 1_048_576
+    assert core.connection_count == 0
+
+
+def test_core_dying_mid_stream_reaches_the_page_once(world: HostWorld) -> None:
+    core = world.start_core("current")
+    host = world.start_host()
+    thread_id = create_and_subscribe(host)
+    core.crash()
+    closed = host.read(timeout=5)
+    assert closed["type"] == "thread_subscription_closed"
+    assert closed["threadId"] == thread_id
+    assert closed["error"]["code"] == "NATIVE_CONNECTION_CLOSED"
+    assert host.no_frame_within(0.3)
+
+
+def test_subscribe_refused_by_the_core_leaves_no_key_behind(world: HostWorld) -> None:
+    core = world.start_core("legacy")
+    host = world.start_host()
+    first = host.request({"type": "subscribe_thread", "requestId": "s1", "threadId": "t0000zz"})
+    assert first["error"]["code"] == "THREAD_NOT_FOUND"
+    before = core.connection_count
+    again = host.request({"type": "subscribe_thread", "requestId": "s2", "threadId": "t0000zz"})
+    assert again["error"]["code"] == "THREAD_NOT_FOUND"
+    assert core.connection_count == before + 1
+
+
+def test_concurrent_subscribes_share_one_stream(world: HostWorld) -> None:
+    core = world.start_core("legacy", delay_ms={"subscribe_thread": 300})
+    host = world.start_host()
+    created = host.request({"type": "create_thread", "requestId": "c", "provider": "codex"})
+    thread_id = created["result"]["threadId"]
+    for i in range(5):
+        host.send({"type": "subscribe_thread", "requestId": f"s{i}", "threadId": thread_id})
+    replies = [host.read(timeout=5) for _ in range(5)]
+    results = sorted(json.dumps(r["result"], sort_keys=True) for r in replies)
+    assert results.count('{"subscribed": true}') == 1
+    assert results.count('{"duplicate": true, "subscribed": true}') == 4
+    assert len(core.requests("subscribe_thread")) == 1
+
+
+def test_equivalent_origins_share_one_stream(world: HostWorld) -> None:
+    core = world.start_core("legacy")
+    host = world.start_host()
+    thread_id = create_and_subscribe(host)
+    again = host.request(
+        {
+            "type": "subscribe_thread",
+            "requestId": "s2",
+            "threadId": thread_id,
+            "callerOrigin": "HTTPS://APP.EXAMPLE.COM:443",
+        }
+    )
+    assert again["result"] == {"subscribed": True, "duplicate": True}
+    assert len(core.requests("subscribe_thread")) == 1
+
+
+def test_current_duplicate_of_a_pending_key_waits_then_gets_a_snapshot(world: HostWorld) -> None:
+    core = world.start_core("current", delay_ms={"subscribe_thread": 300})
+    host = world.start_host()
+    created = host.request(
+        {"type": "create_thread", "requestId": "c", "provider": "codex", "callerOrigin": APP}
+    )
+    thread_id = created["result"]["threadId"]
+    for rid in ("s1", "s2"):
+        host.send(
+            {
+                "type": "subscribe_thread",
+                "requestId": rid,
+                "threadId": thread_id,
+                "callerOrigin": APP,
+            }
+        )
+    replies = {r["requestId"]: r for r in (host.read(timeout=5), host.read(timeout=5))}
+    assert "duplicate" not in replies["s1"]["result"]
+    assert replies["s2"]["result"]["duplicate"] is True
+    assert replies["s2"]["result"]["snapshot"]["threadId"] == thread_id
+    assert len(core.requests("subscribe_thread")) == 1
+    assert len(core.requests("thread_snapshot")) == 1
+
+
+def test_tool_round_trip_through_the_dev_provider(world: HostWorld) -> None:
+    world.start_core("current")
+    host = world.start_host()
+    skills = {
+        "guidance": "Count.",
+        "tools": [
+            {
+                "name": "update_counter",
+                "description": "Add delta to the counter",
+                "argsSchema": {"type": "object", "properties": {"delta": {"type": "integer"}}},
+            }
+        ],
+    }
+    created = host.request(
+        {
+            "type": "create_thread",
+            "requestId": "c",
+            "provider": "codex",
+            "skills": skills,
+            "callerOrigin": APP,
+        }
+    )
+    thread_id = created["result"]["threadId"]
+    host.request(
+        {"type": "subscribe_thread", "requestId": "s", "threadId": thread_id, "callerOrigin": APP}
+    )
+    host.send(
+        {
+            "type": "send_text",
+            "requestId": "t",
+            "threadId": thread_id,
+            "message": '/tool update_counter {"delta":2}',
+            "callerOrigin": APP,
+        }
+    )
+    call, _ = host.read_until(
+        lambda m: m.get("type") == "thread_event" and m["event"]["type"] == "tool_call"
+    )
+    assert call["event"]["toolName"] == "update_counter"
+    assert call["event"]["args"] == {"delta": 2}
+    submitted = host.request(
+        {
+            "type": "submit_tool_result",
+            "requestId": "sub",
+            "threadId": thread_id,
+            "toolRequestId": call["event"]["requestId"],
+            "result": {"counter": 2},
+            "callerOrigin": APP,
+        }
+    )
+    assert submitted == {"type": "response", "requestId": "sub", "ok": True, "result": {}}
+    done, seen = host.read_until(
+        lambda m: m.get("type") == "thread_event" and m["event"]["type"] == "operation_completed"
+    )
+    kinds = [m["event"]["type"] for m in seen if m.get("type") == "thread_event"]
+    assert "tool_result" in kinds
+    assert done["event"]["success"] is True
+    seqs = [m["event"]["seq"] for m in seen if m.get("type") == "thread_event"]
+    assert seqs == sorted(seqs)
+
+
+def test_logs_hold_metadata_but_never_bodies(world: HostWorld) -> None:
+    world.start_core("current")
+    host = world.start_host()
+    thread_id = create_and_subscribe(host)
+    host.request(
+        {
+            "type": "send_text",
+            "requestId": "secret_turn",
+            "threadId": thread_id,
+            "message": "my very private prompt",
+            "callerOrigin": APP,
+        }
+    )
+    host.read_until(
+        lambda m: m.get("type") == "thread_event" and m["event"]["type"] == "operation_completed"
+    )
+    upload = host.request(
+        {
+            "type": "create_asset_upload",
+            "requestId": "up",
+            "threadId": thread_id,
+            "filename": "confidential-plan.txt",
+            "sizeBytes": 3,
+            "callerOrigin": APP,
+        }
+    )
+    host.stop()
+    log = world.log_text()
+    assert "secret_turn" in log and "send_text" in log
+    assert "private prompt" not in log
+    assert "confidential-plan" not in log
+    if upload["ok"]:
+        assert upload["result"]["token"] not in log
+
+
+def test_trace_level_logs_bodies_with_secrets_redacted(world: HostWorld) -> None:
+    world.start_core("current")
+    host = world.start_host(PEDELEC_NATIVE_HOST_LOG="trace")
+    thread_id = create_and_subscribe(host)
+    upload = host.request(
+        {
+            "type": "create_asset_upload",
+            "requestId": "up",
+            "threadId": thread_id,
+            "filename": "plan.txt",
+            "sizeBytes": 3,
+            "callerOrigin": APP,
+        }
+    )
+    assert upload["ok"], upload
+    host.stop()
+    log = world.log_text()
+    assert "plan.txt" in log
+    assert upload["result"]["token"] not in log
+    assert upload["result"]["uploadUrl"] not in log
