@@ -1,0 +1,399 @@
+"""Where each Chromium-based browser looks for the host manifest, as data (spec 5.2-5.3).
+
+Everything here is a pure function of (platform, environment, home): no file system, no
+registry. Paths come back in the flavour of the *target* platform (`PureWindowsPath` for
+win32) so the Windows table can be tested on Linux.
+
+Lookup facts that shape the table:
+- Linux/macOS read `<user-data-dir>/NativeMessagingHosts` (user level), then a system
+  directory fixed by branding.
+- Windows reads only the registry: a key whose default value is the manifest's path.
+  One manifest file serves every key.
+- macOS Brave and Arc have been seen reading only Chrome's user directory, so they are
+  registered in both.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import PurePath, PurePosixPath, PureWindowsPath
+
+from native_host import HOST_NAME, OFFICIAL_EXTENSION_ID
+
+MANIFEST_FILE = f"{HOST_NAME}.json"
+NMH_SUBDIR = "NativeMessagingHosts"
+APP_DIR = "pedelec-native-host"
+EXTENSION_ID_RE = re.compile(r"^[a-p]{32}$")
+
+
+class Os(StrEnum):
+    LINUX = "linux"
+    DARWIN = "darwin"
+    WIN32 = "win32"
+
+
+class Scope(StrEnum):
+    USER = "user"
+    SYSTEM = "system"
+
+
+class UnsupportedPlatformError(ValueError):
+    """The platform has no Chromium native messaging layout we know."""
+
+
+@dataclass(frozen=True)
+class BrowserRow:
+    """One (browser, channel, OS) row of the table; scope is applied by `targets`.
+
+    Templates start with a variable: `{config}` (Linux config home), `{appsupport}`
+    (macOS `~/Library/Application Support`) or `{localappdata}` (Windows).
+    """
+
+    browser: str
+    channel: str
+    os: Os
+    label: str
+    user_data_dir: str
+    system_dirs: tuple[str, ...] = ()
+    also_user_data_dirs: tuple[str, ...] = ()
+    """Other user data dirs whose NativeMessagingHosts this browser is seen to read."""
+    registry_vendor: str | None = None
+    """Windows: the vendor key the installer writes under HKCU/HKLM."""
+    registry_lookup: tuple[str, ...] = ()
+    """Windows: vendor keys the browser reads, in order (spec 5.2)."""
+    note: str = ""
+
+    @property
+    def name(self) -> str:
+        """The `--browser` word: the family, plus the channel unless stable."""
+        return self.browser if self.channel == "stable" else f"{self.browser}-{self.channel}"
+
+
+# --- branding-fixed system directories (spec 5.2, 5.3) ----------------------
+_CHROME_SYS_LINUX = "/etc/opt/chrome/native-messaging-hosts"
+_CHROMIUM_SYS_LINUX = "/etc/chromium/native-messaging-hosts"
+_EDGE_SYS_LINUX = "/etc/opt/edge/native-messaging-hosts"
+_CHROME_SYS_MAC = "/Library/Google/Chrome/NativeMessagingHosts"
+_CHROMIUM_SYS_MAC = "/Library/Application Support/Chromium/NativeMessagingHosts"
+_EDGE_SYS_MAC = "/Library/Microsoft/Edge/NativeMessagingHosts"
+
+# --- Windows vendor keys --------------------------------------------------
+_REG_CHROME = r"Software\Google\Chrome"
+_REG_CHROMIUM = r"Software\Chromium"
+_REG_EDGE = r"Software\Microsoft\Edge"
+
+_MAC_CHROME_USER = "{appsupport}/Google/Chrome"
+_UNVERIFIED = "system directory unverified"
+_READS_CHROME = (_REG_CHROME,)
+_READS_CHROMIUM = (_REG_CHROMIUM, _REG_CHROME)
+_READS_EDGE = (_REG_EDGE, _REG_CHROMIUM, _REG_CHROME)
+
+
+def _linux(
+    browser: str, channel: str, label: str, subdir: str, *system: str, note: str = ""
+) -> BrowserRow:
+    """A Linux row: user data dir `{config}/<subdir>`."""
+    return BrowserRow(browser, channel, Os.LINUX, label, f"{{config}}/{subdir}", system, note=note)
+
+
+def _mac(
+    browser: str,
+    channel: str,
+    label: str,
+    subdir: str,
+    *system: str,
+    also: tuple[str, ...] = (),
+    note: str = "",
+) -> BrowserRow:
+    """A macOS row: user data dir `~/Library/Application Support/<subdir>`."""
+    user = f"{{appsupport}}/{subdir}"
+    return BrowserRow(browser, channel, Os.DARWIN, label, user, system, also, note=note)
+
+
+def _win(
+    browser: str, channel: str, label: str, subdir: str, write: str, reads: tuple[str, ...]
+) -> BrowserRow:
+    """A Windows row: user data dir `%LOCALAPPDATA%/<subdir>`, vendor key written/read."""
+    user = f"{{localappdata}}/{subdir}"
+    return BrowserRow(
+        browser, channel, Os.WIN32, label, user, registry_vendor=write, registry_lookup=reads
+    )
+
+
+TABLE: tuple[BrowserRow, ...] = (
+    _linux("chrome", "stable", "Google Chrome", "google-chrome", _CHROME_SYS_LINUX),
+    _linux("chrome", "beta", "Google Chrome Beta", "google-chrome-beta", _CHROME_SYS_LINUX),
+    _linux("chrome", "dev", "Google Chrome Dev", "google-chrome-unstable", _CHROME_SYS_LINUX),
+    _linux("chrome", "canary", "Google Chrome Canary", "google-chrome-canary", _CHROME_SYS_LINUX),
+    _linux("chrome", "for-testing", "Chrome for Testing", "google-chrome-for-testing",
+           _CHROMIUM_SYS_LINUX, note=_UNVERIFIED),
+    _linux("chromium", "stable", "Chromium", "chromium", _CHROMIUM_SYS_LINUX),
+    _linux("edge", "stable", "Microsoft Edge", "microsoft-edge", _EDGE_SYS_LINUX),
+    _linux("edge", "beta", "Microsoft Edge Beta", "microsoft-edge-beta", _EDGE_SYS_LINUX),
+    _linux("edge", "dev", "Microsoft Edge Dev", "microsoft-edge-dev", _EDGE_SYS_LINUX),
+    _linux("brave", "stable", "Brave", "BraveSoftware/Brave-Browser", _CHROMIUM_SYS_LINUX,
+           note=_UNVERIFIED),
+    _linux("vivaldi", "stable", "Vivaldi", "vivaldi", "/etc/opt/vivaldi/native-messaging-hosts",
+           "/etc/vivaldi/native-messaging-hosts", note=_UNVERIFIED),
+    _mac("chrome", "stable", "Google Chrome", "Google/Chrome", _CHROME_SYS_MAC),
+    _mac("chrome", "beta", "Google Chrome Beta", "Google/Chrome Beta", _CHROME_SYS_MAC),
+    _mac("chrome", "dev", "Google Chrome Dev", "Google/Chrome Dev", _CHROME_SYS_MAC),
+    _mac("chrome", "canary", "Google Chrome Canary", "Google/Chrome Canary", _CHROME_SYS_MAC),
+    _mac("chrome", "for-testing", "Chrome for Testing", "Google/Chrome for Testing",
+         _CHROMIUM_SYS_MAC, note=_UNVERIFIED),
+    _mac("chromium", "stable", "Chromium", "Chromium", _CHROMIUM_SYS_MAC),
+    _mac("edge", "stable", "Microsoft Edge", "Microsoft Edge", _EDGE_SYS_MAC),
+    _mac("edge", "beta", "Microsoft Edge Beta", "Microsoft Edge Beta", _EDGE_SYS_MAC),
+    _mac("edge", "dev", "Microsoft Edge Dev", "Microsoft Edge Dev", _EDGE_SYS_MAC),
+    _mac("edge", "canary", "Microsoft Edge Canary", "Microsoft Edge Canary", _EDGE_SYS_MAC),
+    _mac("brave", "stable", "Brave", "BraveSoftware/Brave-Browser", _CHROMIUM_SYS_MAC,
+         also=(_MAC_CHROME_USER,)),
+    _mac("vivaldi", "stable", "Vivaldi", "Vivaldi",
+         "/Library/Application Support/Vivaldi/NativeMessagingHosts", note=_UNVERIFIED),
+    _mac("arc", "stable", "Arc", "Arc/User Data", _CHROME_SYS_MAC, also=(_MAC_CHROME_USER,),
+         note=_UNVERIFIED),
+    _win("chrome", "stable", "Google Chrome", "Google/Chrome/User Data",
+         _REG_CHROME, _READS_CHROME),
+    _win("chrome", "beta", "Google Chrome Beta", "Google/Chrome Beta/User Data",
+         _REG_CHROME, _READS_CHROME),
+    _win("chrome", "dev", "Google Chrome Dev", "Google/Chrome Dev/User Data",
+         _REG_CHROME, _READS_CHROME),
+    _win("chrome", "canary", "Google Chrome Canary", "Google/Chrome SxS/User Data",
+         _REG_CHROME, _READS_CHROME),
+    _win("chromium", "stable", "Chromium", "Chromium/User Data", _REG_CHROMIUM, _READS_CHROMIUM),
+    _win("edge", "stable", "Microsoft Edge", "Microsoft/Edge/User Data", _REG_EDGE, _READS_EDGE),
+    _win("edge", "beta", "Microsoft Edge Beta", "Microsoft/Edge Beta/User Data",
+         _REG_EDGE, _READS_EDGE),
+    _win("edge", "dev", "Microsoft Edge Dev", "Microsoft/Edge Dev/User Data",
+         _REG_EDGE, _READS_EDGE),
+    _win("edge", "canary", "Microsoft Edge Canary", "Microsoft/Edge SxS/User Data",
+         _REG_EDGE, _READS_EDGE),
+    # Brave and Vivaldi on Windows: no key of their own; they read Chrome's (spec 5.3).
+    _win("brave", "stable", "Brave", "BraveSoftware/Brave-Browser/User Data",
+         _REG_CHROME, _READS_CHROMIUM),
+    _win("vivaldi", "stable", "Vivaldi", "Vivaldi/User Data", _REG_CHROME, _READS_CHROME),
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class RegistryKey:
+    """A key whose default REG_SZ value is the manifest path."""
+
+    hive: str
+    """`HKCU` or `HKLM`."""
+    path: str
+
+    def __str__(self) -> str:
+        return f"{self.hive}\\{self.path}"
+
+
+@dataclass(frozen=True)
+class Target:
+    """One place a browser reads the manifest from: a file, plus a registry key on Windows."""
+
+    browser: str
+    label: str
+    scope: Scope
+    manifest_path: PurePath
+    user_data_dir: PurePath | None
+    """Its existence means "this browser is installed" (None for a custom profile root)."""
+    registry_key: RegistryKey | None = None
+    note: str = ""
+
+
+def normalize_platform(platform: str) -> Os:
+    """Map `sys.platform` to a table OS; BSDs use the Linux layout, as Chromium does."""
+    if platform == "darwin":
+        return Os.DARWIN
+    if platform in ("win32", "cygwin"):
+        return Os.WIN32
+    if platform.startswith(("linux", "freebsd", "openbsd", "netbsd")):
+        return Os.LINUX
+    raise UnsupportedPlatformError(f"no native messaging layout known for platform {platform!r}")
+
+
+def home_from_env(env: Mapping[str, str], platform: str) -> PurePath:
+    """The user home browsers use: USERPROFILE on Windows, HOME elsewhere."""
+    os_name = normalize_platform(platform)
+    keys = ("USERPROFILE", "HOME") if os_name is Os.WIN32 else ("HOME",)
+    for key in keys:
+        if env.get(key):
+            return _flavour(os_name)(env[key])
+    from pathlib import Path
+
+    return _flavour(os_name)(str(Path.home()))
+
+
+def _flavour(os_name: Os) -> type[PurePath]:
+    return PureWindowsPath if os_name is Os.WIN32 else PurePosixPath
+
+
+def _variables(os_name: Os, env: Mapping[str, str], home: PurePath) -> dict[str, str]:
+    """Values of the template variables: Linux honours CHROME_CONFIG_HOME, then XDG."""
+    if os_name is Os.LINUX:
+        config = (
+            env.get("CHROME_CONFIG_HOME") or env.get("XDG_CONFIG_HOME") or str(home / ".config")
+        )
+        return {"config": config}
+    if os_name is Os.DARWIN:
+        return {"appsupport": str(home / "Library" / "Application Support")}
+    return {
+        "localappdata": env.get("LOCALAPPDATA") or str(home / "AppData" / "Local"),
+        "programdata": env.get("PROGRAMDATA") or env.get("ALLUSERSPROFILE") or r"C:\ProgramData",
+    }
+
+
+def _expand(template: str, os_name: Os, variables: Mapping[str, str]) -> PurePath:
+    return _flavour(os_name)(template.format_map(variables))
+
+
+def rows_for(platform: str) -> tuple[BrowserRow, ...]:
+    """The table rows of one platform."""
+    os_name = normalize_platform(platform)
+    return tuple(row for row in TABLE if row.os is os_name)
+
+
+def browser_names(platform: str) -> tuple[str, ...]:
+    """Every `--browser` word valid on this platform, in table order."""
+    return tuple(row.name for row in rows_for(platform))
+
+
+def select_rows(platform: str, names: Iterable[str] | None) -> tuple[BrowserRow, ...]:
+    """Rows for the given browser words (`all` or None = every row); unknown words raise."""
+    rows = rows_for(platform)
+    wanted = list(names) if names is not None else ["all"]
+    if "all" in wanted:
+        return rows
+    by_name = {row.name: row for row in rows}
+    unknown = [name for name in wanted if name not in by_name]
+    if unknown:
+        raise ValueError(
+            f"unknown browser {', '.join(unknown)} on {normalize_platform(platform)}; "
+            f"choose from: all, {', '.join(by_name)}"
+        )
+    return tuple(by_name[name] for name in dict.fromkeys(wanted))
+
+
+def windows_manifest_path(env: Mapping[str, str], home: PurePath, scope: Scope) -> PureWindowsPath:
+    """The single manifest file every Windows registry key points at."""
+    variables = _variables(Os.WIN32, env, home)
+    root = variables["localappdata"] if scope is Scope.USER else variables["programdata"]
+    return PureWindowsPath(root) / APP_DIR / MANIFEST_FILE
+
+
+def launcher_dir(platform: str, env: Mapping[str, str], home: PurePath, scope: Scope) -> PurePath:
+    """Where a system-scope launcher lives (user scope uses the install record dir)."""
+    os_name = normalize_platform(platform)
+    if os_name is Os.WIN32:
+        return PureWindowsPath(_variables(os_name, env, home)["programdata"]) / APP_DIR
+    return PurePosixPath("/usr/local/lib") / APP_DIR
+
+
+def row_user_data_dir(row: BrowserRow, env: Mapping[str, str], home: PurePath) -> PurePath:
+    """The browser's default user data dir (its existence means "installed")."""
+    return _expand(row.user_data_dir, row.os, _variables(row.os, env, home))
+
+
+def targets(
+    platform: str,
+    env: Mapping[str, str],
+    home: PurePath,
+    scope: Scope,
+    names: Iterable[str] | None = None,
+) -> list[Target]:
+    """Every place to register the host for the given browsers (all when `names` is None).
+
+    Several targets may share a manifest path (Brave and Chrome on macOS, every Windows
+    key); the installer writes each file once.
+    """
+    os_name = normalize_platform(platform)
+    variables = _variables(os_name, env, home)
+    result: list[Target] = []
+    for row in select_rows(platform, names):
+        user_data = _expand(row.user_data_dir, os_name, variables)
+        if os_name is Os.WIN32:
+            assert row.registry_vendor is not None
+            hive = "HKCU" if scope is Scope.USER else "HKLM"
+            key = RegistryKey(hive, registry_key_path(row.registry_vendor))
+            manifest = windows_manifest_path(env, home, scope)
+            result.append(Target(row.name, row.label, scope, manifest, user_data, key, row.note))
+            continue
+        if scope is Scope.USER:
+            dirs = [user_data] + [_expand(t, os_name, variables) for t in row.also_user_data_dirs]
+            manifest_dirs = [d / NMH_SUBDIR for d in dirs]
+        else:
+            manifest_dirs = [_expand(d, os_name, variables) for d in row.system_dirs]
+        result.extend(
+            Target(row.name, row.label, scope, d / MANIFEST_FILE, user_data, None, row.note)
+            for d in manifest_dirs
+        )
+    return result
+
+
+def lookup_order(platform: str, env: Mapping[str, str], home: PurePath, name: str) -> list[Target]:
+    """Where one browser looks, in the order it looks: user level, then system level.
+
+    On Windows: each vendor key the browser reads, HKCU before HKLM; the manifest path
+    is whatever the key's value says, so `manifest_path` is only the installer's default.
+    """
+    (row,) = select_rows(platform, [name])
+    os_name = normalize_platform(platform)
+    if os_name is not Os.WIN32:
+        return targets(platform, env, home, Scope.USER, [name]) + targets(
+            platform, env, home, Scope.SYSTEM, [name]
+        )
+    user_data = row_user_data_dir(row, env, home)
+    return [
+        Target(
+            row.name,
+            row.label,
+            scope,
+            windows_manifest_path(env, home, scope),
+            user_data,
+            RegistryKey(hive, registry_key_path(vendor)),
+            row.note,
+        )
+        for scope, hive in ((Scope.USER, "HKCU"), (Scope.SYSTEM, "HKLM"))
+        for vendor in row.registry_lookup
+    ]
+
+
+def registry_key_path(vendor: str) -> str:
+    """`<vendor>\\NativeMessagingHosts\\cc.isaaclin.pedelec`."""
+    return f"{vendor}\\{NMH_SUBDIR}\\{HOST_NAME}"
+
+
+def custom_target(user_data_dir: PurePath) -> Target:
+    """A profile root started with `--user-data-dir` (tests, Puppeteer, CI): Chrome reads
+    `<dir>/NativeMessagingHosts`, never `<dir>/Default/...` (spec 5.2)."""
+    return Target(
+        "profile",
+        f"profile root {user_data_dir}",
+        Scope.USER,
+        user_data_dir / NMH_SUBDIR / MANIFEST_FILE,
+        None,
+    )
+
+
+def extension_origin(extension_id: str) -> str:
+    """`chrome-extension://<id>/`, with the trailing slash Chrome compares."""
+    return f"chrome-extension://{extension_id}/"
+
+
+def normalize_extension_id(value: str) -> str:
+    """Accept a bare id or its origin; raise ValueError unless it is 32 chars in a-p."""
+    candidate = value.strip()
+    if candidate.startswith("chrome-extension://"):
+        candidate = candidate.removeprefix("chrome-extension://").rstrip("/")
+    if not EXTENSION_ID_RE.match(candidate):
+        raise ValueError(f"{value!r} is not an extension id (32 characters a-p)")
+    return candidate
+
+
+def allowed_origins(extra_ids: Sequence[str]) -> list[str]:
+    """The official origin first, then each extra id once."""
+    ids = dict.fromkeys([OFFICIAL_EXTENSION_ID, *extra_ids])
+    return [extension_origin(i) for i in ids]
