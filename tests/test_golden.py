@@ -104,6 +104,10 @@ class Player:
             self.world.write_config(fixture["config"])
         if "policy" in fixture:
             self.world.write_policy(fixture["policy"])
+        if "policyText" in fixture:
+            (self.world.config_dir / "origins.json").write_text(fixture["policyText"])
+        if "configText" in fixture:
+            (self.world.config_dir / "config.json").write_text(fixture["configText"])
         if fixture.get("launchApp"):
             self.write_launch_app(fixture["launchApp"])
         if "launchConfig" in fixture:
