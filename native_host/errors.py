@@ -85,6 +85,7 @@ MSG_EVENT_TOO_LARGE = "thread event exceeds native message size limit"
 MSG_EVENT_NOT_JSON = "Core IPC event was not valid JSON"
 MSG_SUBSCRIPTION_CLOSED = "Core IPC subscription closed"
 MSG_CONNECTION_CLOSED = "Core IPC connection closed"
+MSG_INTERNAL = "native host internal error"
 MSG_POLICY_NOT_SAVED = "origin policy could not be saved"
 MSG_POLICY_NOT_READ = "origin policy could not be read"
 

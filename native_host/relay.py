@@ -53,14 +53,18 @@ class Outbox:
         self.writer = writer
 
     def respond(self, request_id: str, kind: str | None, response: dict[str, Any]) -> None:
-        """Write a response; one that would exceed 1 MiB becomes an error (spec 7.7, 9.4)."""
+        """Write a response; one that would exceed 1 MiB becomes an error (spec 7.7, 9.4).
+
+        If even that error cannot fit (a requestId of nearly 1 MiB), it goes out with
+        requestId "": the extension could not have matched it anyway.
+        """
         body = encode_message(response)
         if len(body) > MAX_FRAME_BYTES:
-            log.warning(
-                "response %s (%s) of %d bytes replaced by an error", request_id, kind, len(body)
-            )
-            error = messages.oversize_response_error(kind or "", len(body))
-            body = encode_message(messages.error_response(request_id, error.to_error()))
+            log.warning("response %.64s (%s) of %d bytes replaced", request_id, kind, len(body))
+            error = messages.oversize_response_error(kind or "", len(body)).to_error()
+            body = encode_message(messages.error_response(request_id, error))
+            if len(body) > MAX_FRAME_BYTES:
+                body = encode_message(messages.error_response("", error))
         self.writer.write_body(body)
 
     def fail(self, request_id: str, kind: str | None, error: HostError) -> None:
@@ -73,8 +77,13 @@ class Outbox:
         return self.writer.write_body(body)
 
     def send(self, message: dict[str, Any]) -> bool:
-        """Write a host-made message that is known to be small."""
-        return self.writer.write(message)
+        """Write a host-made message; one that cannot fit (e.g. a thread id of nearly
+        1 MiB echoed back) is dropped and logged rather than sent."""
+        body = encode_message(message)
+        if len(body) > MAX_FRAME_BYTES:
+            log.warning("dropped a %s message of %d bytes", message.get("type"), len(body))
+            return False
+        return self.writer.write_body(body)
 
 
 class Relay:
@@ -162,6 +171,17 @@ class Relay:
         self.outbox.fail(frame.request_id, None, error)
 
     def handle_body(self, body: bytes) -> None:
+        """Handle one frame; nothing a frame contains can end the reading loop."""
+        try:
+            self._handle_body(body)
+        except Exception:
+            log.exception("frame of %d bytes could not be handled", len(body))
+            internal = HostError(
+                errors.IPC_UNAVAILABLE, errors.MSG_INTERNAL, errors.STAGE_PARSE_MESSAGE
+            )
+            self.outbox.fail("", None, internal)
+
+    def _handle_body(self, body: bytes) -> None:
         """Parse and validate one frame in the reading thread, then dispatch (spec 1.4)."""
         try:
             message = parse_json(body)
@@ -224,7 +244,7 @@ class Relay:
             if not self.stopping.is_set():
                 internal = HostError(
                     errors.IPC_UNAVAILABLE,
-                    "native host internal error",
+                    errors.MSG_INTERNAL,
                     errors.STAGE_RELAY_RESPONSE,
                 )
                 self.outbox.fail(request.request_id, request.type, internal)

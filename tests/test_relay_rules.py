@@ -314,3 +314,20 @@ def test_trace_level_logs_bodies_with_secrets_redacted(world: HostWorld) -> None
     assert "plan.txt" in log
     assert upload["result"]["token"] not in log
     assert upload["result"]["uploadUrl"] not in log
+
+
+def test_error_echoing_a_huge_field_still_fits_a_frame(world: HostWorld) -> None:
+    """An answer that would echo nearly 1 MiB back is replaced, never sent oversize."""
+    world.start_core("legacy")
+    host = world.start_host()
+    host.send({"type": "t" * 1_048_500, "requestId": "r"})
+    reply = host.read()
+    assert reply["requestId"] == "r"
+    assert reply["error"]["code"] == "MESSAGE_TOO_LARGE"
+    assert reply["error"]["details"]["stage"] == "relay_response"
+    host.send({"type": "nope", "requestId": "i" * 1_048_500})
+    reply = host.read()
+    assert reply["requestId"] == ""
+    assert reply["error"]["code"] == "MESSAGE_TOO_LARGE"
+    assert host.request({"type": "ping", "requestId": "after"})["ok"]
+    assert max(host.frame_sizes) <= 1_048_576
