@@ -36,43 +36,34 @@ def pedelec_home(env: Mapping[str, str] = os.environ) -> Path:
     return user_home(env) / ".pedelec"
 
 
-def config_dir(env: Mapping[str, str] = os.environ) -> Path:
-    """Directory of `config.json` and `origins.json`."""
-    override = env.get("PEDELEC_NATIVE_HOST_CONFIG_DIR")
+def _host_dir(env: Mapping[str, str], override_variable: str, platformdirs_function: str) -> Path:
+    """An environment override (what tests use), else the platformdirs directory."""
+    override = env.get(override_variable)
     if override:
         return Path(override)
     import platformdirs
 
-    return Path(platformdirs.user_config_dir(APP_NAME, appauthor=False))
+    directory: str = getattr(platformdirs, platformdirs_function)(APP_NAME, appauthor=False)
+    return Path(directory)
+
+
+def config_dir(env: Mapping[str, str] = os.environ) -> Path:
+    """Directory of `config.json` and `origins.json`."""
+    return _host_dir(env, "PEDELEC_NATIVE_HOST_CONFIG_DIR", "user_config_dir")
 
 
 def state_dir(env: Mapping[str, str] = os.environ) -> Path:
-    """Directory of `launch.lock` and install records: the runtime dir, else the state dir."""
-    override = env.get("PEDELEC_NATIVE_HOST_STATE_DIR")
-    if override:
-        return Path(override)
-    import platformdirs
-
-    if os.name == "posix" and env.get("XDG_RUNTIME_DIR"):
-        return Path(platformdirs.user_runtime_dir(APP_NAME, appauthor=False))
-    return Path(platformdirs.user_state_dir(APP_NAME, appauthor=False))
+    """Directory of `launch.lock`: the XDG runtime dir where there is one, else the state dir."""
+    has_runtime_dir = os.name == "posix" and bool(env.get("XDG_RUNTIME_DIR"))
+    function = "user_runtime_dir" if has_runtime_dir else "user_state_dir"
+    return _host_dir(env, "PEDELEC_NATIVE_HOST_STATE_DIR", function)
 
 
 def install_record_dir(env: Mapping[str, str] = os.environ) -> Path:
     """Durable directory for install records (a runtime dir is wiped at logout)."""
-    override = env.get("PEDELEC_NATIVE_HOST_STATE_DIR")
-    if override:
-        return Path(override)
-    import platformdirs
-
-    return Path(platformdirs.user_state_dir(APP_NAME, appauthor=False))
+    return _host_dir(env, "PEDELEC_NATIVE_HOST_STATE_DIR", "user_state_dir")
 
 
 def log_dir(env: Mapping[str, str] = os.environ) -> Path:
     """Directory of the rotating log file."""
-    override = env.get("PEDELEC_NATIVE_HOST_LOG_DIR")
-    if override:
-        return Path(override)
-    import platformdirs
-
-    return Path(platformdirs.user_log_dir(APP_NAME, appauthor=False))
+    return _host_dir(env, "PEDELEC_NATIVE_HOST_LOG_DIR", "user_log_dir")
