@@ -120,3 +120,26 @@ def test_writer_reports_a_closed_browser_once_and_then_drops_frames() -> None:
 def test_lone_surrogate_is_escaped_rather_than_crashing() -> None:
     body = encode_message(json.loads('{"text":"a\\ud800b"}'))
     assert body == b'{"text":"a\\ud800b"}'
+
+
+def test_claimed_stdout_receives_only_frames() -> None:
+    """After claim_stdout, print(), C-level writes to fd 1 and children go to stderr."""
+    import subprocess
+    import sys
+
+    script = (
+        "import os, subprocess, sys\n"
+        "from native_host.framing import FrameWriter, claim_stdout\n"
+        "fd = claim_stdout()\n"
+        "print('stray print')\n"
+        "os.write(1, b'stray fd write\\n')\n"
+        "subprocess.run([sys.executable, '-c', 'print(\"stray child\")'])\n"
+        "FrameWriter(fd).write({'ok': True})\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, timeout=30, check=True
+    )
+    assert done.stdout == b"\x0b\x00\x00\x00" + b'{"ok":true}'
+    assert b"stray print" in done.stderr
+    assert b"stray fd write" in done.stderr
+    assert b"stray child" in done.stderr

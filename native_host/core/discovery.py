@@ -7,6 +7,7 @@ background launch and one re-attempt (spec 7.5).
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 from dataclasses import dataclass
@@ -15,6 +16,8 @@ from typing import Any
 
 from native_host import errors
 from native_host.errors import HostError
+
+log = logging.getLogger(__name__)
 
 PROTOCOL = "pedelec-core-ipc-v1"
 _ENDPOINT_RE = re.compile(r"127\.0\.0\.1:(\d{1,5})")
@@ -98,7 +101,14 @@ def parse_runtime(raw: str) -> CoreEndpoint:
     pid = data.get("pid")
     if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
         raise _discover_error("runtime.json pid is not a positive integer")
-    return CoreEndpoint(port=int(match.group(1)), pid=pid)
+    port = int(match.group(1))
+    if data.get("port") != port:
+        log.info(
+            "runtime.json port %r disagrees with endpoint %s; using the endpoint",
+            data.get("port"),
+            endpoint,
+        )
+    return CoreEndpoint(port=port, pid=pid)
 
 
 def read_runtime(home: Path, check_pid: bool = True) -> CoreEndpoint:
