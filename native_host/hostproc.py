@@ -145,7 +145,7 @@ class HostProcess:
             message = self._next(seconds)
         except queue.Empty:
             return True
-        self._peeked.append(message)
+        self._peeked.insert(0, message)
         return message is None
 
     def _next(self, timeout: float) -> dict[str, Any] | None:
