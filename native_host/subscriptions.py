@@ -212,11 +212,11 @@ class Subscriptions:
             too_large = messages.oversize_response_error(request.type, len(body))
             self._fail_setup(sub, request, too_large.to_error())
             return
+        if relay.stopping.is_set() or not relay.outbox.send_body(body):
+            return
         with self._lock:
             sub.live = True
         sub.ready.set()
-        if relay.stopping.is_set() or not relay.outbox.send_body(body):
-            return
         log.info(
             "subscribed %s (%s stream, %d early events)",
             sub.thread_id,

@@ -331,3 +331,15 @@ def test_error_echoing_a_huge_field_still_fits_a_frame(world: HostWorld) -> None
     assert reply["error"]["code"] == "MESSAGE_TOO_LARGE"
     assert host.request({"type": "ping", "requestId": "after"})["ok"]
     assert max(host.frame_sizes) <= 1_048_576
+
+
+def test_waiting_duplicate_is_answered_after_the_first_subscribe(world: HostWorld) -> None:
+    """A duplicate that waited on a pending key never overtakes the answer it waited for."""
+    world.start_core("legacy", delay_ms={"subscribe_thread": 300})
+    host = world.start_host()
+    thread_id = host.request({"type": "create_thread", "requestId": "c", "provider": "codex"})[
+        "result"
+    ]["threadId"]
+    for rid in ("first", "second"):
+        host.send({"type": "subscribe_thread", "requestId": rid, "threadId": thread_id})
+    assert [host.read()["requestId"], host.read()["requestId"]] == ["first", "second"]
