@@ -343,3 +343,30 @@ def test_waiting_duplicate_is_answered_after_the_first_subscribe(world: HostWorl
     for rid in ("first", "second"):
         host.send({"type": "subscribe_thread", "requestId": rid, "threadId": thread_id})
     assert [host.read()["requestId"], host.read()["requestId"]] == ["first", "second"]
+
+
+def test_deeply_nested_json_is_invalid_json_not_a_crash(world: HostWorld) -> None:
+    world.start_core("legacy")
+    host = world.start_host()
+    host.send_body(b"[" * 200_000 + b"]" * 200_000)
+    reply = host.read()
+    assert reply["error"]["message"] == "native message was not valid JSON"
+    assert reply["error"]["details"]["stage"] == "parse_message"
+    assert host.request({"type": "ping", "requestId": "after"})["ok"]
+
+
+def test_deeply_nested_stream_line_is_reported_and_the_legacy_stream_goes_on(
+    world: HostWorld,
+) -> None:
+    core = world.start_core(
+        "legacy",
+        canned_responses={"subscribe_thread": {"ok": True, "result": {"subscribed": True}}},
+    )
+    host = world.start_host()
+    host.request({"type": "subscribe_thread", "requestId": "s", "threadId": "t1"})
+    core.inject_stream_line("t1", b'{"a":' * 100_000 + b"1" + b"}" * 100_000)
+    error = host.read()
+    assert error["event"]["error"]["message"] == "Core IPC event was not valid JSON"
+    event = {"type": "status_changed", "seq": 3, "threadId": "t1", "status": "idle"}
+    core.inject_stream_line("t1", json.dumps({"type": "thread_event", "event": event}).encode())
+    assert host.read() == {"type": "thread_event", "event": event}

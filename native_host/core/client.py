@@ -29,8 +29,14 @@ def _reject_constant(name: str) -> Any:
 
 
 def parse_json(data: bytes) -> Any:
-    """Strict JSON: UTF-8 only, no NaN/Infinity (spec 0.3 rule 7)."""
-    return json.loads(data.decode("utf-8"), parse_constant=_reject_constant)
+    """Strict JSON: UTF-8 only, no NaN/Infinity (spec 0.3 rule 7).
+
+    Every failure, including nesting too deep for the parser, is a ValueError.
+    """
+    try:
+        return json.loads(data.decode("utf-8"), parse_constant=_reject_constant)
+    except RecursionError:
+        raise ValueError("JSON nesting is too deep") from None
 
 
 def encode_line(envelope: dict[str, Any]) -> bytes:
