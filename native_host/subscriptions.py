@@ -223,10 +223,14 @@ class Subscriptions:
             "current" if sub.current else "legacy",
             len(early),
         )
-        for event in early:
-            if not self._forward(sub, event):
-                return
-        self._pump(sub, reader)
+        try:
+            for event in early:
+                if not self._forward(sub, event):
+                    return
+            self._pump(sub, reader)
+        except Exception:
+            log.exception("stream %s reader failed", sub.thread_id)
+            self._broken(sub, "native host stream reader failed")
 
     # --- the live stream ---------------------------------------------------------------
     def _pump(self, sub: Subscription, reader: LineReader) -> None:
