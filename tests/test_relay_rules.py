@@ -370,3 +370,46 @@ def test_deeply_nested_stream_line_is_reported_and_the_legacy_stream_goes_on(
     event = {"type": "status_changed", "seq": 3, "threadId": "t1", "status": "idle"}
     core.inject_stream_line("t1", json.dumps({"type": "thread_event", "event": event}).encode())
     assert host.read() == {"type": "thread_event", "event": event}
+
+
+def test_late_ended_on_a_current_stream_keeps_it_open(world: HostWorld, wait_until: Any) -> None:
+    """Spec 9.9 C6 variant: a duplicate subscribe relayed a snapshot that already covers
+    `ended`; when that `ended` arrives late the stream must stay open for the resume."""
+    core = world.start_core("current", hold_stream_events_ms=600)
+    host = world.start_host()
+    thread_id = create_and_subscribe(host)
+    ended = host.request(
+        {"type": "end_thread", "requestId": "e", "threadId": thread_id, "callerOrigin": APP}
+    )
+    assert ended["ok"]
+    duplicate = host.request(
+        {"type": "subscribe_thread", "requestId": "d", "threadId": thread_id, "callerOrigin": APP}
+    )
+    snapshot = duplicate["result"]["snapshot"]
+    assert duplicate["result"]["duplicate"] is True and snapshot["status"] == "ended"
+    late, _ = host.read_until(lambda m: m.get("event", {}).get("type") == "ended")
+    assert late["event"]["seq"] <= snapshot["latestSeq"]
+    assert host.no_frame_within(0.2)
+    assert core.stream_eofs(thread_id) == 0
+    resumed = host.request(
+        {"type": "resume_thread", "requestId": "r", "threadId": thread_id, "callerOrigin": APP}
+    )
+    assert resumed["result"]["snapshot"]["status"] == "idle"
+    idle, _ = host.read_until(
+        lambda m: (
+            m.get("event", {}).get("type") == "status_changed" and m["event"]["status"] == "idle"
+        )
+    )
+    assert idle["event"]["seq"] == snapshot["latestSeq"] + 1
+    assert len(core.requests("subscribe_thread")) == 1
+
+
+def test_ended_closes_a_current_stream_when_no_snapshot_covers_it(
+    world: HostWorld, wait_until: Any
+) -> None:
+    core = world.start_core("current")
+    host = world.start_host()
+    thread_id = create_and_subscribe(host)
+    host.send({"type": "end_thread", "requestId": "e", "threadId": thread_id, "callerOrigin": APP})
+    host.read_until(lambda m: m.get("event", {}).get("type") == "ended")
+    assert wait_until(lambda: core.stream_eofs(thread_id) == 1)
