@@ -73,6 +73,27 @@ class HostWorld:
 
 
 @pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    """An environment for install, uninstall and doctor: every directory they may
+    touch (home, XDG config, Pedelec home, config, state, logs) inside tmp_path."""
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    base = {
+        k: v for k, v in os.environ.items() if not k.startswith(("PEDELEC_", "XDG_", "CHROME_"))
+    }
+    base.update(
+        HOME=str(home),
+        XDG_CONFIG_HOME=str(home / ".config"),
+        PEDELEC_HOME=str(tmp_path / "pedelec-home"),
+        PEDELEC_NATIVE_HOST_CONFIG_DIR=str(tmp_path / "config"),
+        PEDELEC_NATIVE_HOST_STATE_DIR=str(tmp_path / "state"),
+        PEDELEC_NATIVE_HOST_LOG_DIR=str(tmp_path / "logs"),
+        PYTHONPATH=str(Path(__file__).resolve().parent.parent),
+    )
+    return base
+
+
+@pytest.fixture
 def world(tmp_path: Path) -> Iterator[HostWorld]:
     w = HostWorld(tmp_path)
     try:

@@ -61,25 +61,6 @@ def echo_host(path: Path, reply: dict[str, Any] = OK_REPLY) -> Path:
     return write_host(path, f"REPLY = {reply!r}\n{ECHO_HOST}")
 
 
-@pytest.fixture
-def env(tmp_path: Path) -> dict[str, str]:
-    home = tmp_path / "home"
-    home.mkdir()
-    base = {
-        k: v for k, v in os.environ.items() if not k.startswith(("PEDELEC_", "XDG_", "CHROME_"))
-    }
-    base.update(
-        HOME=str(home),
-        XDG_CONFIG_HOME=str(home / ".config"),
-        PEDELEC_HOME=str(tmp_path / "pedelec-home"),
-        PEDELEC_NATIVE_HOST_CONFIG_DIR=str(tmp_path / "config"),
-        PEDELEC_NATIVE_HOST_STATE_DIR=str(tmp_path / "state"),
-        PEDELEC_NATIVE_HOST_LOG_DIR=str(tmp_path / "logs"),
-        PYTHONPATH=str(REPO),
-    )
-    return base
-
-
 class PingCore:
     """A loopback TCP server answering each Core `ping` line with ok:true."""
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import stat
 import subprocess
 import sys
@@ -27,25 +26,6 @@ DEV_ID2 = "ponmlkjihgfedcbaponmlkjihgfedcba"
 @pytest.fixture
 def home(tmp_path: Path) -> Path:
     return tmp_path / "home"
-
-
-@pytest.fixture
-def env(tmp_path: Path, home: Path) -> dict[str, str]:
-    """Every directory install may touch, inside tmp_path."""
-    home.mkdir()
-    base = {
-        k: v for k, v in os.environ.items() if not k.startswith(("PEDELEC_", "XDG_", "CHROME_"))
-    }
-    base.update(
-        HOME=str(home),
-        XDG_CONFIG_HOME=str(home / ".config"),
-        PEDELEC_HOME=str(tmp_path / "pedelec-home"),
-        PEDELEC_NATIVE_HOST_CONFIG_DIR=str(tmp_path / "config"),
-        PEDELEC_NATIVE_HOST_STATE_DIR=str(tmp_path / "state"),
-        PEDELEC_NATIVE_HOST_LOG_DIR=str(tmp_path / "logs"),
-        PYTHONPATH=str(REPO),
-    )
-    return base
 
 
 def run_cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
