@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from native_host import __version__, errors, messages
@@ -90,15 +91,13 @@ class Relay:
     """One host process's relay state: Core access, launches, subscriptions, policy."""
 
     def __init__(self, config: HostConfig, env: Mapping[str, str], outbox: Outbox) -> None:
-        from native_host import paths
-
         self.config = config
         self.env = env
         self.outbox = outbox
         self.stopping = threading.Event()
         self.registry = ConnectionRegistry()
         self.client = CoreClient(
-            paths.pedelec_home(env),
+            _pedelec_home(env),
             config.connect_timeout_ms,
             config.check_runtime_pid,
             self.registry,
@@ -323,6 +322,17 @@ class Relay:
         self.stopping.set()
         self.outbox.writer.close()
         self.registry.close_all()
+
+
+def _pedelec_home(env: Mapping[str, str]) -> Path | None:
+    """The Pedelec home, or None when the OS cannot say where the user's home is."""
+    from native_host import paths
+
+    try:
+        return paths.pedelec_home(env)
+    except RuntimeError:
+        log.warning("cannot resolve the user home directory")
+        return None
 
 
 def native_response(request: NativeRequest, response: dict[str, Any]) -> dict[str, Any]:

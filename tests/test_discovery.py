@@ -68,3 +68,15 @@ def test_missing_file_and_dead_pid(tmp_path: Path) -> None:
     assert read_runtime(tmp_path, check_pid=False).pid == dead
     (tmp_path / "runtime.json").write_text(json.dumps({**GOOD, "pid": os.getpid()}))
     assert read_runtime(tmp_path).pid == os.getpid()
+
+
+def test_no_home_at_all_is_ipc_unavailable_not_a_launch() -> None:
+    from native_host.core.client import ConnectionRegistry, CoreClient
+    from native_host.errors import HostError
+
+    client = CoreClient(None, 2000, True, ConnectionRegistry())
+    with pytest.raises(HostError) as caught:
+        client.connect()
+    assert caught.value.code == "IPC_UNAVAILABLE"
+    assert caught.value.message == "cannot resolve user home directory for runtime.json"
+    assert caught.value.stage == "discover_core"

@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from native_host.errors import ALL_STAGES
 from tests.conftest import HostWorld
 
 FIXTURES = Path(__file__).parent / "fixtures" / "golden"
@@ -185,12 +186,21 @@ class Player:
         declared = spec.get("declared", len(body))
         self.host.send_raw(declared.to_bytes(4, "little") + body)
 
+    def read(self) -> dict[str, Any]:
+        """The next frame; every host-made error in it must name a known stage (7.4)."""
+        frame = self.host.read(timeout=15)
+        error = frame.get("error") or frame.get("event", {}).get("error")
+        if isinstance(error, dict) and isinstance(error.get("details"), dict):
+            stage = error["details"].get("stage")
+            assert stage is None or stage in ALL_STAGES, f"unknown stage in {frame}"
+        return frame
+
     def step_expect(self, expected: Any) -> None:
-        actual = self.host.read(timeout=15)
+        actual = self.read()
         assert matches(expected, actual), f"\nexpected {expected}\n  actual {actual}"
 
     def step_expectAnyOrder(self, expected: list[Any]) -> None:
-        actual = [self.host.read(timeout=15) for _ in expected]
+        actual = [self.read() for _ in expected]
         remaining = list(actual)
         for item in expected:
             found = next((a for a in remaining if matches(item, a)), None)
@@ -200,7 +210,7 @@ class Player:
     def step_expectInterleaved(self, arg: dict[str, Any]) -> None:
         """`ordered` frames must arrive in order; `floating` ones anywhere among them."""
         ordered, floating = list(arg.get("ordered", [])), list(arg.get("floating", []))
-        actual = [self.host.read(timeout=15) for _ in range(len(ordered) + len(floating))]
+        actual = [self.read() for _ in range(len(ordered) + len(floating))]
         rest = []
         for frame in actual:
             found = next((f for f in floating if matches(f, frame)), None)

@@ -107,7 +107,7 @@ class CoreClient:
 
     def __init__(
         self,
-        home: Path,
+        home: Path | None,
         connect_timeout_ms: int,
         check_runtime_pid: bool,
         registry: ConnectionRegistry,
@@ -118,6 +118,11 @@ class CoreClient:
         self.registry = registry
 
     def discover(self) -> CoreEndpoint:
+        """The Core's endpoint from `runtime.json` (no home at all is not launchable)."""
+        if self.home is None:
+            raise HostError(
+                errors.IPC_UNAVAILABLE, errors.MSG_HOME_UNRESOLVABLE, errors.STAGE_DISCOVER_CORE
+            )
         return read_runtime(self.home, check_pid=self.check_runtime_pid)
 
     def connect(
