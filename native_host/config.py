@@ -1,7 +1,8 @@
 """Host configuration: `config.json` plus environment overrides (spec 7.16).
 
-The runtime value is a plain dataclass so that a host answering one `ping` never pays
-for pydantic; the file schema is a pydantic model imported only when the file exists.
+The runtime value is a NamedTuple (not even `dataclasses`, which imports `inspect`), so a
+host answering one `ping` pays for neither; the file schema is a pydantic model imported
+only when the file exists.
 """
 
 from __future__ import annotations
@@ -10,16 +11,15 @@ import json
 import logging
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import NamedTuple
 
 from native_host import paths
 
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class HostConfig:
+class HostConfig(NamedTuple):
     """Effective settings of one host process."""
 
     allowed_extension_ids: tuple[str, ...] = ()
@@ -29,7 +29,7 @@ class HostConfig:
     launch_poll_interval_ms: int = 200
     check_runtime_pid: bool = True
     log_level: str = "info"
-    problems: tuple[str, ...] = field(default=(), compare=False)
+    problems: tuple[str, ...] = ()
     """Why the file (or an override) was ignored, for the log and `doctor`."""
 
 
@@ -76,10 +76,10 @@ _LOG_LEVELS = ("info", "debug", "trace")
 
 def _with_timeout(config: HostConfig, attr: str, value: int) -> HostConfig:
     if attr == "launch_timeout_ms":
-        return replace(config, launch_timeout_ms=value)
+        return config._replace(launch_timeout_ms=value)
     if attr == "connect_timeout_ms":
-        return replace(config, connect_timeout_ms=value)
-    return replace(config, core_response_timeout_ms=value)
+        return config._replace(connect_timeout_ms=value)
+    return config._replace(core_response_timeout_ms=value)
 
 
 def load_config(env: Mapping[str, str] = os.environ) -> HostConfig:
@@ -97,11 +97,11 @@ def load_config(env: Mapping[str, str] = os.environ) -> HostConfig:
     extra_ids = env.get("PEDELEC_ALLOWED_EXTENSION_IDS")
     if extra_ids:
         ids = tuple(i.strip() for i in extra_ids.split(",") if i.strip())
-        config = replace(config, allowed_extension_ids=config.allowed_extension_ids + ids)
+        config = config._replace(allowed_extension_ids=config.allowed_extension_ids + ids)
     level = env.get("PEDELEC_NATIVE_HOST_LOG")
     if level:
         if level.lower() in _LOG_LEVELS:
-            config = replace(config, log_level=level.lower())
+            config = config._replace(log_level=level.lower())
         else:
             problems.append(f"PEDELEC_NATIVE_HOST_LOG={level!r} is not one of {_LOG_LEVELS}")
-    return replace(config, problems=tuple(problems))
+    return config._replace(problems=tuple(problems))

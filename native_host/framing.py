@@ -14,8 +14,7 @@ import struct
 import sys
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, NamedTuple
 
 MAX_FRAME_BYTES = 1_048_576
 """Largest frame body either direction may carry (Chrome's host->browser limit)."""
@@ -29,8 +28,7 @@ _PREFIX = struct.Struct("<I")
 _REQUEST_ID_RE = re.compile(rb'"requestId"\s*:\s*("(?:[^"\\]|\\.)*")')
 
 
-@dataclass(frozen=True)
-class OversizeFrame:
+class OversizeFrame(NamedTuple):
     """A frame whose declared length exceeds `MAX_FRAME_BYTES`.
 
     `trusted` is False when the length exceeds what Chrome can send at all: the body

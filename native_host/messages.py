@@ -5,8 +5,7 @@ Pure functions only: no I/O, no sockets.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from native_host import errors
 
@@ -64,8 +63,7 @@ WORKSPACE_RUN_MARGIN_MS = 30_000
 WORKSPACE_RUN_DEFAULT_MS = 60_000
 
 
-@dataclass(frozen=True)
-class NativeRequest:
+class NativeRequest(NamedTuple):
     """A validated native request: what the relay needs to route it."""
 
     request_id: str

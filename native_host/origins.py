@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from native_host import OFFICIAL_EXTENSION_ID
 from native_host.errors import (
@@ -247,8 +247,7 @@ def extension_not_allowed_error(arg: str) -> HostError:
 # --- block list entries (7.11 c) ---------------------------------------------------
 
 
-@dataclass(frozen=True)
-class BlockPattern:
+class BlockPattern(NamedTuple):
     """One `blocked` entry: an exact origin, or `<scheme>://*.<domain>[:<port>]` matching
     every subdomain (not the apex) on the given port, or on any port if none is given."""
 

@@ -21,7 +21,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -517,7 +516,7 @@ def test_concurrent_callers_share_one_launch(world: LaunchWorld) -> None:
 def test_concurrent_callers_share_one_failure(world: LaunchWorld) -> None:
     app = world.write_app(mode="never", delay_s=0)
     world.write_launch_config(app)
-    launcher = world.launcher(replace(world.config, launch_timeout_ms=SHORT_TIMEOUT_MS))
+    launcher = world.launcher(world.config._replace(launch_timeout_ms=SHORT_TIMEOUT_MS))
     results: list[HostError] = []
     lock = threading.Lock()
 
@@ -580,7 +579,7 @@ def test_lock_held_elsewhere_and_no_core(world: LaunchWorld) -> None:
         fcntl.flock(fd, fcntl.LOCK_EX)
         started = time.monotonic()
         err = launch_error(
-            world.launcher(replace(world.config, launch_timeout_ms=SHORT_TIMEOUT_MS))
+            world.launcher(world.config._replace(launch_timeout_ms=SHORT_TIMEOUT_MS))
         )
         elapsed = time.monotonic() - started
     finally:
@@ -605,7 +604,7 @@ def test_app_never_ready_times_out(world: LaunchWorld, mode: str) -> None:
     app = world.write_app(mode=mode, delay_s=0)
     world.write_launch_config(app)
     config = load_config({**world.env, "PEDELEC_LAUNCH_TIMEOUT_MS": str(SHORT_TIMEOUT_MS)})
-    config = replace(config, connect_timeout_ms=500)
+    config = config._replace(connect_timeout_ms=500)
     started = time.monotonic()
     err = launch_error(world.launcher(config))
     elapsed = time.monotonic() - started
@@ -635,7 +634,7 @@ def test_stale_runtime_json_means_launch(world: LaunchWorld, stale: str) -> None
             squatter.bind(("127.0.0.1", 0))
             squatter.listen(8)
             write_runtime(world.home, squatter.getsockname()[1], os.getpid())
-        ensure(world.launcher(replace(world.config, connect_timeout_ms=500)))
+        ensure(world.launcher(world.config._replace(connect_timeout_ms=500)))
     assert len(world.launches()) == 1
     assert world.ping()
 

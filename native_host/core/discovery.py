@@ -10,9 +10,8 @@ import json
 import logging
 import os
 import re
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from native_host import errors
 from native_host.errors import HostError
@@ -23,8 +22,7 @@ PROTOCOL = "pedelec-core-ipc-v1"
 _ENDPOINT_RE = re.compile(r"127\.0\.0\.1:(\d{1,5})")
 
 
-@dataclass(frozen=True)
-class CoreEndpoint:
+class CoreEndpoint(NamedTuple):
     """Where a Core said it listens."""
 
     port: int

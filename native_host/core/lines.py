@@ -8,15 +8,14 @@ from __future__ import annotations
 
 import socket
 import time
-from dataclasses import dataclass
+from typing import NamedTuple
 
 MAX_LINE_BYTES = 1_048_576
 KEEP_BYTES = 4096
 _RECV = 65_536
 
 
-@dataclass(frozen=True)
-class OversizeLine:
+class OversizeLine(NamedTuple):
     """A line longer than MAX_LINE_BYTES. `size` is exact only when it was skipped."""
 
     size: int
