@@ -1,0 +1,61 @@
+"""Seeded random input through the real host: every frame gets exactly one answer and
+the host keeps serving (spec 1.4, 7.12: "a failure in one request yields an error reply
+for that request and never ends the process")."""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+from native_host.messages import HOST_LOCAL_TYPES, RELAY_RULES
+from tests.conftest import HostWorld
+
+TYPES = [*RELAY_RULES, *HOST_LOCAL_TYPES, "tool_call", "Ping", "", " ", "x" * 300]
+VALUES: list[Any] = [None, True, 0, -1, 1.5, "", " ", "null", "t000001", [], {}, {"a": [1]}]
+ORIGINS = ["https://app.example.com", "http://evil.example.com", "HTTPS://A.B", "null", 5, None]
+
+
+def random_value(rng: random.Random, depth: int = 0) -> Any:
+    roll = rng.random()
+    if depth > 3 or roll < 0.5:
+        return rng.choice([*VALUES, rng.randbytes(8).hex(), "\u00e9\u2028\U0001f600"])
+    if roll < 0.75:
+        return [random_value(rng, depth + 1) for _ in range(rng.randrange(4))]
+    return {rng.choice(["threadId", "message", "x", "requestId"]): random_value(rng, depth + 1)}
+
+
+def random_body(rng: random.Random, index: int) -> tuple[bytes, str | None]:
+    """A frame body and the requestId the answer must carry (None: "" or unknown)."""
+    roll = rng.random()
+    if roll < 0.15:
+        return rng.randbytes(rng.randrange(0, 64)), None
+    if roll < 0.3:
+        return json.dumps(random_value(rng)).encode(), None
+    message: dict[str, Any] = {"type": rng.choice(TYPES), "requestId": f"f{index}"}
+    for _ in range(rng.randrange(4)):
+        message[rng.choice(["threadId", "message", "path", "payload", "skills"])] = random_value(
+            rng
+        )
+    if rng.random() < 0.4:
+        message["callerOrigin"] = rng.choice(ORIGINS)
+    if message["type"] == "subscribe_thread":
+        message["threadId"] = rng.choice(["", " ", 5, None])
+    return json.dumps(message).encode(), f"f{index}"
+
+
+def test_random_frames_each_get_one_answer_and_the_host_survives(world: HostWorld) -> None:
+    world.start_core("current")
+    host = world.start_host(PEDELEC_CORE_RESPONSE_TIMEOUT_MS="3000")
+    rng = random.Random(20261130)
+    expected_ids: list[str | None] = []
+    for index in range(300):
+        body, request_id = random_body(rng, index)
+        host.send_body(body)
+        expected_ids.append(request_id)
+    answers = [host.read(timeout=30) for _ in expected_ids]
+    assert all(a["type"] == "response" for a in answers), answers
+    known = sorted(a["requestId"] for a in answers if a["requestId"])
+    assert known == sorted(i for i in expected_ids if i is not None)
+    assert host.request({"type": "ping", "requestId": "alive"})["ok"]
+    assert host.proc.poll() is None
