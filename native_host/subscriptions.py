@@ -84,7 +84,7 @@ class Subscriptions:
                     sub = Subscription(key=key, thread_id=thread_id)
                     self._table[key] = sub
             if owner:
-                self._setup(sub, request, origin)
+                self._own_setup(sub, request, origin)
                 return
             sub.ready.wait()
             if sub.setup_error is not None:
@@ -96,6 +96,19 @@ class Subscriptions:
                 return
             if self._answer_duplicate(sub, request, origin):
                 return
+
+    def _own_setup(self, sub: Subscription, request: NativeRequest, origin: str | None) -> None:
+        """Run the setup; if it fails unexpectedly, fail the key too, so that nobody waits
+        on it forever and the next subscribe starts afresh."""
+        try:
+            self._setup(sub, request, origin)
+        except Exception:
+            log.exception("subscription setup for %s failed", sub.thread_id)
+            if not sub.ready.is_set():
+                internal = HostError(
+                    errors.IPC_UNAVAILABLE, errors.MSG_INTERNAL, errors.STAGE_SUBSCRIBE
+                )
+                self._fail_setup(sub, request, internal.to_error())
 
     # --- duplicates ----------------------------------------------------------------
     def _answer_duplicate(
