@@ -7,6 +7,9 @@ them: concurrency under load, lifetime, subscriptions under races, privacy of lo
 from __future__ import annotations
 
 import json
+import os
+import socket
+import threading
 import time
 from typing import Any
 
@@ -78,7 +81,6 @@ def test_eof_with_live_streams_closes_them_silently(world: HostWorld, wait_until
 
 def test_closed_stdout_makes_the_host_exit(world: HostWorld) -> None:
     """The browser side of stdout goes away: the next write fails and the host exits 0."""
-    import os
     import struct
     import subprocess
 
@@ -413,3 +415,66 @@ def test_ended_closes_a_current_stream_when_no_snapshot_covers_it(
     host.send({"type": "end_thread", "requestId": "e", "threadId": thread_id, "callerOrigin": APP})
     host.read_until(lambda m: m.get("event", {}).get("type") == "ended")
     assert wait_until(lambda: core.stream_eofs(thread_id) == 1)
+
+
+class ScriptedCore:
+    """A one-connection Core that answers a subscribe with scripted lines, for races the
+    dev Core does not produce (many events before the response)."""
+
+    def __init__(self, world: HostWorld, lines: list[bytes]) -> None:
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.lines = lines
+        self.closed = threading.Event()
+        port = self.server.getsockname()[1]
+        runtime = {
+            "protocol": "pedelec-core-ipc-v1",
+            "host": "127.0.0.1",
+            "port": port,
+            "endpoint": f"127.0.0.1:{port}",
+            "pid": os.getpid(),
+        }
+        (world.home / "runtime.json").write_text(json.dumps(runtime))
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        conn, _ = self.server.accept()
+        with conn:
+            conn.makefile("rb").readline()
+            conn.sendall(b"".join(line + b"\n" for line in self.lines))
+            while conn.recv(65536):
+                pass
+        self.closed.set()
+
+
+def _event_line(seq: int, kind: str = "status_changed") -> bytes:
+    event: dict[str, Any] = {"type": kind, "seq": seq, "threadId": "t1"}
+    if kind == "status_changed":
+        event["status"] = "running"
+    return json.dumps({"type": "thread_event", "event": event}).encode()
+
+
+def test_events_before_the_response_are_relayed_after_it_and_ended_closes(
+    world: HostWorld,
+) -> None:
+    response = b'{"requestId":"s","ok":true,"result":{"subscribed":true}}'
+    core = ScriptedCore(world, [_event_line(3), _event_line(4, "ended"), response])
+    host = world.start_host()
+    host.send({"type": "subscribe_thread", "requestId": "s", "threadId": "t1"})
+    assert host.read()["result"] == {"subscribed": True}
+    assert host.read()["event"]["seq"] == 3
+    assert host.read()["event"]["type"] == "ended"
+    assert core.closed.wait(5), "the host did not close the stream after a buffered ended"
+    assert host.no_frame_within(0.2)
+
+
+def test_too_many_events_before_the_response_fail_the_setup(world: HostWorld) -> None:
+    response = b'{"requestId":"s","ok":true,"result":{"subscribed":true}}'
+    core = ScriptedCore(world, [_event_line(i) for i in range(1001)] + [response])
+    host = world.start_host()
+    reply = host.request({"type": "subscribe_thread", "requestId": "s", "threadId": "t1"})
+    assert reply["error"] == {
+        "code": "IPC_UNAVAILABLE",
+        "message": "Core IPC subscribe response was not valid JSON",
+        "details": {"stage": "subscribe", "error": "too many events before subscribe response"},
+    }
+    assert core.closed.wait(5)
