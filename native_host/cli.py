@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "dev-core": ("native_host.devcore.cli", "run development Core peer on loopback"),
+    "dev-core": ("native_host.devcore.cli", "run the development Core on loopback"),
     "demo": ("native_host.demo", "walk a full session through the host against the dev Core"),
     "origins": ("native_host.origins_cli", "show or change the origin policy"),
     "install": ("native_host.install.cli", "register the host with installed browsers"),
