@@ -72,6 +72,22 @@ class HostWorld:
             host.check_protocol()
 
 
+class FakeRegistry:
+    """A dict standing in for the HKCU/HKLM default values the installer and doctor use."""
+
+    def __init__(self, values: dict[Any, str] | None = None) -> None:
+        self.values: dict[Any, str] = dict(values or {})
+
+    def get_default(self, key: Any) -> str | None:
+        return self.values.get(key)
+
+    def set_default(self, key: Any, value: str) -> None:
+        self.values[key] = value
+
+    def delete(self, key: Any) -> None:
+        self.values.pop(key, None)
+
+
 @pytest.fixture
 def env(tmp_path: Path) -> dict[str, str]:
     """An environment for install, uninstall and doctor: every directory they may

@@ -17,6 +17,7 @@ import pytest
 from native_host import HOST_NAME, OFFICIAL_EXTENSION_ID
 from native_host.install import doctor as doc
 from native_host.install.locations import RegistryKey
+from tests.conftest import FakeRegistry
 
 REPO = Path(__file__).resolve().parent.parent
 MANIFEST = f"{HOST_NAME}.json"
@@ -470,20 +471,6 @@ def test_invalid_config_json_is_a_warning(tmp_path: Path, env: dict[str, str]) -
 
 
 # --- Windows, in process with a fake registry ---------------------------------------------
-class FakeRegistry:
-    def __init__(self, values: dict[RegistryKey, str]) -> None:
-        self.values = values
-
-    def get_default(self, key: RegistryKey) -> str | None:
-        return self.values.get(key)
-
-    def set_default(self, key: RegistryKey, value: str) -> None:
-        self.values[key] = value
-
-    def delete(self, key: RegistryKey) -> None:
-        self.values.pop(key, None)
-
-
 def test_windows_reads_the_manifest_named_by_the_registry(
     tmp_path: Path, env: dict[str, str]
 ) -> None:

@@ -15,6 +15,7 @@ import pytest
 from native_host import HOST_NAME, OFFICIAL_EXTENSION_ID
 from native_host.install import installer, locations
 from native_host.install.locations import RegistryKey, Scope
+from tests.conftest import FakeRegistry
 
 REPO = Path(__file__).resolve().parent.parent
 MANIFEST = f"{HOST_NAME}.json"
@@ -279,22 +280,6 @@ def test_host_path_override(tmp_path: Path, env: dict[str, str]) -> None:
 
 
 # --- in process: frozen builds, Windows with a fake registry ------------------------------
-class FakeRegistry:
-    """A dict standing in for HKCU/HKLM default values."""
-
-    def __init__(self) -> None:
-        self.values: dict[RegistryKey, str] = {}
-
-    def get_default(self, key: RegistryKey) -> str | None:
-        return self.values.get(key)
-
-    def set_default(self, key: RegistryKey, value: str) -> None:
-        self.values[key] = value
-
-    def delete(self, key: RegistryKey) -> None:
-        self.values.pop(key, None)
-
-
 def make_env(
     platform: str, env: dict[str, str], home: PurePath, *, frozen: bool = False,
     registry: FakeRegistry | None = None, executable: str = sys.executable,

@@ -11,6 +11,19 @@ from native_host.install import installer
 from native_host.install.locations import Scope, UnsupportedPlatformError
 
 
+def add_user_data_dir_option(parser: argparse.ArgumentParser, verb: str) -> None:
+    """`--user-data-dir DIR...`: one profile root, as a browser started with it sees it."""
+    parser.add_argument(
+        "--user-data-dir",
+        action="extend",
+        nargs="+",
+        type=Path,
+        default=[],
+        metavar="DIR",
+        help=f"{verb} DIR/NativeMessagingHosts (a browser started with --user-data-dir=DIR)",
+    )
+
+
 def _install_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="pedelec-native-host install",
@@ -44,15 +57,7 @@ def _install_parser() -> argparse.ArgumentParser:
         metavar="PATH",
         help="executable the manifest points at (default: this build)",
     )
-    parser.add_argument(
-        "--user-data-dir",
-        action="extend",
-        nargs="+",
-        type=Path,
-        default=[],
-        metavar="DIR",
-        help="register in DIR/NativeMessagingHosts (a browser started with --user-data-dir=DIR)",
-    )
+    add_user_data_dir_option(parser, "register in")
     parser.add_argument("--dry-run", action="store_true", help="print what would be written")
     return parser
 

@@ -24,6 +24,7 @@ from typing import Any, TextIO
 
 from native_host import HOST_NAME, OFFICIAL_EXTENSION_ID, paths
 from native_host.install import locations
+from native_host.install.cli import add_user_data_dir_option
 from native_host.install.installer import Registry, WindowsRegistry, as_local
 from native_host.install.locations import Os, Target
 
@@ -664,15 +665,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--browser", action="extend", nargs="+", metavar="NAME", help="browser to check"
     )
-    parser.add_argument(
-        "--user-data-dir",
-        action="extend",
-        nargs="+",
-        type=Path,
-        default=[],
-        metavar="DIR",
-        help="check DIR/NativeMessagingHosts (a browser started with --user-data-dir=DIR)",
-    )
+    add_user_data_dir_option(parser, "check")
     parser.add_argument(
         "--timeout",
         type=float,
