@@ -1,0 +1,78 @@
+"""The one JSON codec of the host, for frames and Core lines alike (spec 0.3).
+
+One rule for what parses but cannot be relayed faithfully: it is refused where it
+enters, as invalid JSON. That covers
+- non-finite numbers: `NaN`, `Infinity`, and numbers too large for a double (`1e400`,
+  which Python would read as infinity and could not write back);
+- lone surrogate escapes (`"\\ud800"`): valid JSON text, but not Unicode, so not UTF-8;
+- malformed UTF-8, integers longer than Python converts, nesting too deep to parse.
+Everything `decode` accepts, `encode` writes back: compact, non-ASCII literal (spec 0.3
+rules 6 and 7).
+"""
+
+from __future__ import annotations
+
+import json
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # `typing` costs a relay start milliseconds; annotations only
+    from typing import Any
+
+
+class InvalidJsonError(ValueError):
+    """Bytes that are not JSON the host can relay faithfully; the text says why."""
+
+
+def _reject_constant(name: str) -> Any:
+    raise InvalidJsonError(f"{name} is not valid JSON (non-finite number)")
+
+
+def _parse_float(text: str) -> float:
+    value = float(text)
+    if value - value != 0:  # inf - inf is nan, and nan != 0
+        raise InvalidJsonError(f"number {text[:40]} does not fit a double")
+    return value
+
+
+_DECODER = json.JSONDecoder(parse_float=_parse_float, parse_constant=_reject_constant)
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+_ASCII_ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
+
+
+def decode(data: bytes) -> Any:
+    """Strict JSON from UTF-8 bytes; `InvalidJsonError` for anything not relayable."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidJsonError(f"not UTF-8: {exc.reason} at byte {exc.start}") from None
+    try:
+        value = _DECODER.decode(text)
+    except RecursionError:
+        raise InvalidJsonError("JSON nesting is too deep") from None
+    except InvalidJsonError:
+        raise
+    except ValueError as exc:
+        raise InvalidJsonError(str(exc)) from None
+    if "\\ud" in text or "\\uD" in text:  # the only way a surrogate gets in
+        _refuse_lone_surrogates(value)
+    return value
+
+
+def _refuse_lone_surrogates(value: Any) -> None:
+    try:
+        _ENCODER.encode(value).encode("utf-8")
+    except UnicodeEncodeError as exc:
+        point = ord(exc.object[exc.start])
+        raise InvalidJsonError(f"lone surrogate \\u{point:04x} is not valid Unicode") from None
+
+
+def encode(value: Any) -> bytes:
+    """Compact UTF-8 JSON with literal non-ASCII.
+
+    Only host-made text can still hold a lone surrogate (an OS error naming a file whose
+    name is not UTF-8); such a message is written with `\\u` escapes instead.
+    """
+    text = _ENCODER.encode(value)
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _ASCII_ENCODER.encode(value).encode("ascii")
