@@ -13,27 +13,43 @@ rules 6 and 7).
 from __future__ import annotations
 
 import json
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # `typing` costs a relay start milliseconds; annotations only
     from typing import Any
 
 
 class InvalidJsonError(ValueError):
-    """Bytes that are not JSON the host can relay faithfully; the text says why."""
+    """Bytes that are not JSON the host can relay faithfully; the text says why.
+
+    `document` is what the bytes parse to when they are valid JSON syntax that still
+    cannot be relayed (a lone surrogate, `1e400`), so the refusal can be answered under
+    the message's own requestId; None when they are not JSON at all.
+    """
+
+    def __init__(self, reason: str, document: Any = None) -> None:
+        super().__init__(reason)
+        self.document = document
 
 
 def _reject_constant(name: str) -> Any:
     raise InvalidJsonError(f"{name} is not valid JSON (non-finite number)")
 
 
+class _NumberTooLargeError(InvalidJsonError):
+    """A number token that is valid JSON but overflows a double."""
+
+
 def _parse_float(text: str) -> float:
     value = float(text)
     if value - value != 0:  # inf - inf is nan, and nan != 0
-        raise InvalidJsonError(f"number {text[:40]} does not fit a double")
+        raise _NumberTooLargeError(f"number {text[:40]} does not fit a double")
     return value
 
 
 _DECODER = json.JSONDecoder(parse_float=_parse_float, parse_constant=_reject_constant)
+_SYNTAX_DECODER = json.JSONDecoder(parse_float=lambda text: 0.0, parse_constant=_reject_constant)
+"""Reads any RFC 8259 document, huge numbers included, to recover what a refusal answers."""
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 _ASCII_ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
 
@@ -48,6 +64,12 @@ def decode(data: bytes) -> Any:
         value = _DECODER.decode(text)
     except RecursionError:
         raise InvalidJsonError("JSON nesting is too deep") from None
+    except _NumberTooLargeError as exc:
+        try:
+            document = _SYNTAX_DECODER.decode(text)
+        except (ValueError, RecursionError):
+            document = None
+        raise InvalidJsonError(str(exc), document) from None
     except InvalidJsonError:
         raise
     except ValueError as exc:
@@ -62,7 +84,8 @@ def _refuse_lone_surrogates(value: Any) -> None:
         _ENCODER.encode(value).encode("utf-8")
     except UnicodeEncodeError as exc:
         point = ord(exc.object[exc.start])
-        raise InvalidJsonError(f"lone surrogate \\u{point:04x} is not valid Unicode") from None
+        reason = f"lone surrogate \\u{point:04x} is not valid Unicode"
+        raise InvalidJsonError(reason, value) from None
 
 
 def encode(value: Any) -> bytes:

@@ -1,107 +1,187 @@
 """Host configuration: `config.json` plus environment overrides (spec 7.16).
 
-The runtime value is a NamedTuple (not even `dataclasses`, which imports `inspect`), so a
-host answering one `ping` pays for neither; the file schema is a pydantic model imported
-only when the file exists.
+Every setting is a row of `SETTINGS`: its JSON key, environment variable, type and
+bounds. Parsing is strict (ASCII digits only, bounds enforced) and never crashes: a
+bad environment value is reported and ignored, an invalid file is reported and the
+defaults apply (then only the official extension is allowed). `problems` carries the
+reports to the log and to `doctor`, which reads the file through this same function.
+
+No pydantic and no dataclasses here: every host start reads this file.
 """
 
 from __future__ import annotations
 
-import json
-import logging
 import os
-from collections.abc import Mapping
-from pathlib import Path
-from typing import NamedTuple
 
-from native_host import paths
+from native_host import codec, files, paths
 
-log = logging.getLogger(__name__)
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
+
+MAX_CONFIG_BYTES = 262_144
+LOG_LEVELS = ("info", "debug", "trace")
+_DIGITS = frozenset("0123456789")
 
 
-class HostConfig(NamedTuple):
-    """Effective settings of one host process."""
+class Setting:
+    """One row of the settings table."""
 
-    allowed_extension_ids: tuple[str, ...] = ()
-    connect_timeout_ms: int = 2000
-    core_response_timeout_ms: int = 120_000
-    launch_timeout_ms: int = 10_000
-    launch_poll_interval_ms: int = 200
-    check_runtime_pid: bool = True
-    log_level: str = "info"
-    problems: tuple[str, ...] = ()
+    __slots__ = ("attr", "default", "env", "high", "key", "low")
+
+    def __init__(
+        self, key: str, attr: str, default: Any, low: int = 0, high: int = 0, env: str = ""
+    ) -> None:
+        self.key = key
+        self.attr = attr
+        self.default = default
+        self.low = low
+        self.high = high
+        self.env = env
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting(
+        "connectTimeoutMs", "connect_timeout_ms", 2000, 1, 60_000, "PEDELEC_CONNECT_TIMEOUT_MS"
+    ),
+    Setting(
+        "coreResponseTimeoutMs",
+        "core_response_timeout_ms",
+        120_000,
+        1,
+        3_600_000,
+        "PEDELEC_CORE_RESPONSE_TIMEOUT_MS",
+    ),
+    Setting(
+        "launchTimeoutMs", "launch_timeout_ms", 10_000, 1, 300_000, "PEDELEC_LAUNCH_TIMEOUT_MS"
+    ),
+    Setting("launchPollIntervalMs", "launch_poll_interval_ms", 200, 1, 10_000),
+    Setting("maxInFlightRequests", "max_in_flight_requests", 64, 32, 4096),
+    Setting("maxUntimedRequests", "max_untimed_requests", 8, 1, 256),
+    Setting("maxInFlightBytes", "max_in_flight_bytes", 33_554_432, 1_048_576, 1_073_741_824),
+    Setting("maxSubscriptions", "max_subscriptions", 256, 1, 4096),
+    Setting("checkRuntimePid", "check_runtime_pid", True),
+    Setting("logLevel", "log_level", "info", env="PEDELEC_NATIVE_HOST_LOG"),
+    Setting("allowedExtensionIds", "allowed_extension_ids", ()),
+)
+"""Integers carry (low, high) bounds; the lower bound of maxInFlightRequests is the
+spec's minimum cap (7.1)."""
+
+
+class HostConfig:
+    """Effective settings of one host process (immutable; `replace` makes a copy)."""
+
+    __slots__ = (*(s.attr for s in SETTINGS), "problems")
+
+    allowed_extension_ids: tuple[str, ...]
+    connect_timeout_ms: int
+    core_response_timeout_ms: int
+    launch_timeout_ms: int
+    launch_poll_interval_ms: int
+    max_in_flight_requests: int
+    max_untimed_requests: int
+    max_in_flight_bytes: int
+    max_subscriptions: int
+    check_runtime_pid: bool
+    log_level: str
+    problems: tuple[str, ...]
     """Why the file (or an override) was ignored, for the log and `doctor`."""
 
+    def __init__(self, **values: Any) -> None:
+        for setting in SETTINGS:
+            object.__setattr__(self, setting.attr, values.pop(setting.attr, setting.default))
+        object.__setattr__(self, "problems", tuple(values.pop("problems", ())))
+        if values:
+            raise TypeError(f"unknown settings: {', '.join(values)}")
 
-def _read_file(path: Path) -> tuple[HostConfig, str | None]:
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError("HostConfig is immutable; use replace()")
+
+    def replace(self, **changes: Any) -> HostConfig:
+        values = {s.attr: getattr(self, s.attr) for s in SETTINGS}
+        values["problems"] = self.problems
+        values.update(changes)
+        return HostConfig(**values)
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{s.attr}={getattr(self, s.attr)!r}" for s in SETTINGS)
+        return f"HostConfig({fields})"
+
+
+def parse_int(text: str, low: int, high: int) -> int | None:
+    """ASCII digits within bounds, else None (`isdigit` accepts `²` and `٣`)."""
+    text = text.strip()
+    if not text or len(text) > 12 or not set(text) <= _DIGITS:
+        return None
+    value = int(text)
+    return value if low <= value <= high else None
+
+
+def _file_value(setting: Setting, value: Any) -> tuple[Any, str | None]:
+    """A validated file value, or the default and why it was refused."""
+    default = setting.default
+    if isinstance(default, bool):
+        ok = isinstance(value, bool)
+        return (value, None) if ok else (default, "must be true or false")
+    if isinstance(default, int):
+        ok = isinstance(value, int) and not isinstance(value, bool)
+        if ok and setting.low <= value <= setting.high:
+            return value, None
+        return default, f"must be an integer from {setting.low} to {setting.high}"
+    if setting.attr == "log_level":
+        return (value, None) if value in LOG_LEVELS else (default, f"must be one of {LOG_LEVELS}")
+    if isinstance(value, list) and all(isinstance(item, str) for item in value):
+        return tuple(value), None
+    return default, "must be a list of extension id strings"
+
+
+def _read_file(path: str) -> tuple[HostConfig, str | None]:
     try:
-        raw = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return HostConfig(), None
-    except OSError as exc:
-        return HostConfig(), f"{path}: cannot read: {exc}"
-    from pydantic import ValidationError
-
-    from native_host.models import ConfigFile
-
+        raw = files.read_trusted(path, MAX_CONFIG_BYTES)
+    except files.FileRefusedError as exc:
+        return HostConfig(), None if exc.reason == files.MISSING else exc.explanation
     try:
-        parsed = ConfigFile.model_validate(json.loads(raw))
-    except json.JSONDecodeError as exc:
-        return HostConfig(), f"{path}: line {exc.lineno}: not valid JSON: {exc.msg}"
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        return HostConfig(), f"{path}: {where}: {first['msg']}"
-    return (
-        HostConfig(
-            allowed_extension_ids=tuple(parsed.allowed_extension_ids),
-            connect_timeout_ms=parsed.connect_timeout_ms,
-            core_response_timeout_ms=parsed.core_response_timeout_ms,
-            launch_timeout_ms=parsed.launch_timeout_ms,
-            launch_poll_interval_ms=parsed.launch_poll_interval_ms,
-            check_runtime_pid=parsed.check_runtime_pid,
-            log_level=parsed.log_level,
-        ),
-        None,
-    )
-
-
-_ENV_TIMEOUTS = {
-    "PEDELEC_LAUNCH_TIMEOUT_MS": "launch_timeout_ms",
-    "PEDELEC_CONNECT_TIMEOUT_MS": "connect_timeout_ms",
-    "PEDELEC_CORE_RESPONSE_TIMEOUT_MS": "core_response_timeout_ms",
-}
-_LOG_LEVELS = ("info", "debug", "trace")
-
-
-def _with_timeout(config: HostConfig, attr: str, value: int) -> HostConfig:
-    if attr == "launch_timeout_ms":
-        return config._replace(launch_timeout_ms=value)
-    if attr == "connect_timeout_ms":
-        return config._replace(connect_timeout_ms=value)
-    return config._replace(core_response_timeout_ms=value)
+        data = codec.decode(raw)
+    except codec.InvalidJsonError as exc:
+        return HostConfig(), f"{path}: not valid JSON: {exc}"
+    if not isinstance(data, dict):
+        return HostConfig(), f"{path}: not a JSON object"
+    values: dict[str, Any] = {}
+    for setting in SETTINGS:
+        if setting.key in data:
+            value, problem = _file_value(setting, data[setting.key])
+            if problem is not None:
+                return HostConfig(), f"{path}: {setting.key} {problem}"
+            values[setting.attr] = value
+    return HostConfig(**values), None
 
 
 def load_config(env: Mapping[str, str] = os.environ) -> HostConfig:
     """Read `config.json` (an invalid file means defaults) and apply the environment."""
-    config, problem = _read_file(paths.config_dir(env) / paths.CONFIG_FILE)
+    config, problem = _read_file(os.path.join(paths.config_dir(env), paths.CONFIG_FILE))
     problems = [problem] if problem else []
-    for var, attr in _ENV_TIMEOUTS.items():
-        value = env.get(var)
-        if value is None:
+    changes: dict[str, Any] = {}
+    for setting in SETTINGS:
+        if not setting.env or setting.env not in env:
             continue
-        if value.strip().isdigit() and int(value) > 0:
-            config = _with_timeout(config, attr, int(value))
+        raw = env[setting.env]
+        if setting.attr == "log_level":
+            if raw.strip().lower() in LOG_LEVELS:
+                changes["log_level"] = raw.strip().lower()
+            elif raw:
+                problems.append(f"{setting.env}={raw[:40]!r} is not one of {LOG_LEVELS}; ignored")
+            continue
+        value = parse_int(raw, setting.low, setting.high)
+        if value is None:
+            problems.append(
+                f"{setting.env}={raw[:40]!r} is not an integer from {setting.low} to "
+                f"{setting.high}; ignored"
+            )
         else:
-            problems.append(f"{var}={value!r} is not a positive integer; ignored")
+            changes[setting.attr] = value
     extra_ids = env.get("PEDELEC_ALLOWED_EXTENSION_IDS")
     if extra_ids:
         ids = tuple(i.strip() for i in extra_ids.split(",") if i.strip())
-        config = config._replace(allowed_extension_ids=config.allowed_extension_ids + ids)
-    level = env.get("PEDELEC_NATIVE_HOST_LOG")
-    if level:
-        if level.lower() in _LOG_LEVELS:
-            config = config._replace(log_level=level.lower())
-        else:
-            problems.append(f"PEDELEC_NATIVE_HOST_LOG={level!r} is not one of {_LOG_LEVELS}")
-    return config._replace(problems=tuple(problems))
+        changes["allowed_extension_ids"] = config.allowed_extension_ids + ids
+    return config.replace(problems=tuple(problems), **changes)

@@ -5,7 +5,9 @@ Core's own errors are relayed untouched and never pass through here.
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # `typing` costs a relay start milliseconds; annotations only
+    from typing import Any
 
 # --- codes -----------------------------------------------------------------
 IPC_UNAVAILABLE = "IPC_UNAVAILABLE"
@@ -17,6 +19,10 @@ ORIGIN_NOT_APPROVED = "ORIGIN_NOT_APPROVED"
 STORAGE_ERROR = "STORAGE_ERROR"
 WORKSPACE_LIST_TOO_LARGE = "WORKSPACE_LIST_TOO_LARGE"
 WORKSPACE_RUN_OUTPUT_TOO_LARGE = "WORKSPACE_RUN_OUTPUT_TOO_LARGE"
+HOST_BUSY = "HOST_BUSY"
+"""This host's own: a cap on what one page may hold in flight was hit (docs/security.md)."""
+HOST_RESOURCES_EXHAUSTED = "HOST_RESOURCES_EXHAUSTED"
+"""This host's own: the process ran out of file descriptors (EMFILE/ENFILE)."""
 
 # --- stages ----------------------------------------------------------------
 STAGE_READ_FRAME = "read_frame"
@@ -35,6 +41,10 @@ STAGE_RELAY_RESPONSE = "relay_response"
 STAGE_SUBSCRIBE = "subscribe"
 STAGE_RELAY_EVENT = "relay_event"
 STAGE_UPDATE_ORIGIN_POLICY = "update_origin_policy"
+STAGE_ADMIT_REQUEST = "admit_request"
+"""This host's own: a cap refused the request before anything else happened."""
+STAGE_VERIFY_CORE = "verify_core"
+"""This host's own: the listener on the Core's port is not the user's Core."""
 
 ALL_STAGES = frozenset(
     {
@@ -54,6 +64,8 @@ ALL_STAGES = frozenset(
         STAGE_SUBSCRIBE,
         STAGE_RELAY_EVENT,
         STAGE_UPDATE_ORIGIN_POLICY,
+        STAGE_ADMIT_REQUEST,
+        STAGE_VERIFY_CORE,
     }
 )
 
@@ -88,6 +100,15 @@ MSG_CONNECTION_CLOSED = "Core IPC connection closed"
 MSG_INTERNAL = "native host internal error"
 MSG_POLICY_NOT_SAVED = "origin policy could not be saved"
 MSG_POLICY_NOT_READ = "origin policy could not be read"
+MSG_HOST_BUSY = "native host has too much in flight; retry when earlier requests finish"
+MSG_RESOURCES_EXHAUSTED = "native host is out of file descriptors"
+MSG_DUPLICATE_STREAM_CLOSED = "subscription stream closed while the duplicate was answered"
+
+# --- why a cap refused a request (`details.reason` of HOST_BUSY) -------------
+BUSY_REQUESTS = "in_flight_requests"
+BUSY_UNTIMED = "untimed_requests"
+BUSY_BYTES = "in_flight_bytes"
+BUSY_SUBSCRIPTIONS = "subscriptions"
 
 
 class HostError(Exception):
@@ -112,3 +133,13 @@ class HostError(Exception):
         `await_core_response` for a subscription's setup)."""
         details = {k: v for k, v in self.details.items() if k != "stage"}
         return HostError(self.code, self.message, stage, **details)
+
+
+def resources_exhausted(stage: str, error: str) -> HostError:
+    """EMFILE/ENFILE: a resource error, never "the Core is down" (no launch follows)."""
+    return HostError(HOST_RESOURCES_EXHAUSTED, MSG_RESOURCES_EXHAUSTED, stage, error=error)
+
+
+def host_busy(reason: str, limit: int) -> HostError:
+    """A cap was hit: answered at once, nothing queued (docs/security.md)."""
+    return HostError(HOST_BUSY, MSG_HOST_BUSY, STAGE_ADMIT_REQUEST, reason=reason, limit=limit)

@@ -5,12 +5,13 @@ Pure functions of events and bytes; the subscription code decides what to do wit
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
-from typing import Any
-
 from native_host import errors
-from native_host.framing import MAX_FRAME_BYTES, encode_message
+from native_host.codec import encode
+from native_host.framing import MAX_FRAME_BYTES
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 INFORMATIONAL_TYPES = frozenset(
     {
@@ -24,7 +25,7 @@ INFORMATIONAL_TYPES = frozenset(
 )
 """Events the page never sees: oversize ones are shortened or dropped, never an error."""
 
-_TYPE_RE = re.compile(rb'"type"\s*:\s*"([A-Za-z0-9_]{1,64})"')
+_TYPE_PATTERN = rb'"type"\s*:\s*"([A-Za-z0-9_]{1,64})"'
 _PROTECTED_FIELDS = frozenset({"type", "threadId"})
 
 
@@ -32,7 +33,6 @@ def wrap_event(event: dict[str, Any]) -> dict[str, Any]:
     return {"type": "thread_event", "event": event}
 
 
-@dataclass(frozen=True)
 class EventFrame:
     """The outcome of fitting one event into a frame.
 
@@ -40,10 +40,15 @@ class EventFrame:
     size the frame would have had and `dropped` says whether it may be dropped silently.
     """
 
-    body: bytes | None
-    size: int
-    truncated: bool = False
-    dropped: bool = False
+    __slots__ = ("body", "dropped", "size", "truncated")
+
+    def __init__(
+        self, body: bytes | None, size: int, truncated: bool = False, dropped: bool = False
+    ) -> None:
+        self.body = body
+        self.size = size
+        self.truncated = truncated
+        self.dropped = dropped
 
 
 def _truncate(event: dict[str, Any]) -> bytes | None:
@@ -57,7 +62,7 @@ def _truncate(event: dict[str, Any]) -> bytes | None:
     text: str = event[field]
 
     def body_for(length: int) -> bytes:
-        return encode_message(wrap_event({**event, field: text[:length], "truncated": True}))
+        return encode(wrap_event({**event, field: text[:length], "truncated": True}))
 
     if len(body_for(0)) > MAX_FRAME_BYTES:
         return None
@@ -73,7 +78,7 @@ def _truncate(event: dict[str, Any]) -> bytes | None:
 
 def fit_event(event: dict[str, Any]) -> EventFrame:
     """Encode an event frame within the 1 MiB cap, shortening informational events."""
-    body = encode_message(wrap_event(event))
+    body = encode(wrap_event(event))
     if len(body) <= MAX_FRAME_BYTES:
         return EventFrame(body=body, size=len(body))
     if event.get("type") in INFORMATIONAL_TYPES:
@@ -105,11 +110,13 @@ def find_event_type(head: bytes, tail: bytes) -> str | None:
     Core sorts keys, so the event's own `type` is usually the last one before the
     envelope's `"type":"thread_event"`; the head is searched when the tail has none.
     """
-    in_tail = [m.group(1).decode() for m in _TYPE_RE.finditer(tail)]
+    import re
+
+    in_tail = [m.group(1).decode() for m in re.finditer(_TYPE_PATTERN, tail)]
     in_tail = [t for t in in_tail if t != "thread_event"]
     if in_tail:
         return in_tail[-1]
-    in_head = [m.group(1).decode() for m in _TYPE_RE.finditer(head)]
+    in_head = [m.group(1).decode() for m in re.finditer(_TYPE_PATTERN, head)]
     in_head = [t for t in in_head if t != "thread_event"]
     return in_head[0] if in_head else None
 

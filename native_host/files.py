@@ -140,12 +140,19 @@ def read_trusted(path: str | os.PathLike[str], max_bytes: int = DEFAULT_MAX_BYTE
     read: no gap between check and use. Its directory is checked by path: a directory
     another user can write lets them swap the file after any check.
     """
+    return read_trusted_stat(path, max_bytes)[0]
+
+
+def read_trusted_stat(
+    path: str | os.PathLike[str], max_bytes: int = DEFAULT_MAX_BYTES
+) -> tuple[bytes, os.stat_result]:
+    """`read_trusted`, plus the status of the very file read (for change detection)."""
     name = os.fspath(path)
     if IS_WINDOWS and os.path.islink(name):  # pragma: no cover - no O_NOFOLLOW there
         raise FileRefusedError(name, SYMLINK)
     try:
         fd = os.open(name, _OPEN_FLAGS)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         raise FileRefusedError(name, MISSING) from None
     except OSError as exc:
         if exc.errno == errno.ELOOP:
@@ -169,7 +176,7 @@ def read_trusted(path: str | os.PathLike[str], max_bytes: int = DEFAULT_MAX_BYTE
             total += len(chunk)
             if total > max_bytes:
                 raise FileRefusedError(name, TOO_LARGE, f"more than {max_bytes} bytes")
-        return b"".join(chunks)
+        return b"".join(chunks), info
     except OSError as exc:
         raise _os_refusal(name, exc) from None
     finally:
@@ -291,7 +298,7 @@ class FileLock:
         self.release()
 
 
-if IS_WINDOWS:  # pragma: no cover - Windows only
+if sys.platform == "win32":  # pragma: no cover - Windows only
     import msvcrt
 
     _LOCK_RETRIES = 6

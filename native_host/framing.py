@@ -1,20 +1,21 @@
 """Native messaging framing (spec 1.2, 7.6, 7.7, 7.12).
 
 A frame is a little-endian u32 length followed by that many bytes of UTF-8 JSON.
-`read_frame` is a pure function of a binary stream; `FrameWriter` is the only thing
-that ever writes to the browser.
+`read_frame` is a pure function of a binary stream; `FrameWriter.write_body` is the one
+function that writes frames to the browser.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import re
 import struct
 import sys
 import threading
-from collections.abc import Callable
-from typing import Any, BinaryIO, NamedTuple
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import BinaryIO
 
 MAX_FRAME_BYTES = 1_048_576
 """Largest frame body either direction may carry (Chrome's host->browser limit)."""
@@ -25,32 +26,21 @@ TAIL_BYTES = 4096
 MAX_RECOVERED_REQUEST_ID = 256
 _DRAIN_CHUNK = 65_536
 _PREFIX = struct.Struct("<I")
-_REQUEST_ID_RE = re.compile(rb'"requestId"\s*:\s*("(?:[^"\\]|\\.)*")')
 
 
-class OversizeFrame(NamedTuple):
+class OversizeFrame:
     """A frame whose declared length exceeds `MAX_FRAME_BYTES`.
 
     `trusted` is False when the length exceeds what Chrome can send at all: the body
     was not drained and the stream can no longer be read.
     """
 
-    size: int
-    request_id: str
-    trusted: bool
+    __slots__ = ("request_id", "size", "trusted")
 
-
-def encode_message(message: Any) -> bytes:
-    """Compact UTF-8 JSON with literal non-ASCII, as the spec requires (0.3 rule 6).
-
-    A lone surrogate (valid in JSON text, not in UTF-8) is written escaped instead.
-    """
-    try:
-        return json.dumps(
-            message, ensure_ascii=False, separators=(",", ":"), allow_nan=False
-        ).encode()
-    except UnicodeEncodeError:
-        return json.dumps(message, separators=(",", ":"), allow_nan=False).encode()
+    def __init__(self, size: int, request_id: str, trusted: bool) -> None:
+        self.size = size
+        self.request_id = request_id
+        self.trusted = trusted
 
 
 def _read_exact(stream: BinaryIO, count: int) -> bytes | None:
@@ -66,13 +56,20 @@ def _read_exact(stream: BinaryIO, count: int) -> bytes | None:
 
 
 def recover_request_id(tail: bytes) -> str:
-    """The last `"requestId": "<string>"` in the tail of an oversize body, or ""."""
-    matches = list(_REQUEST_ID_RE.finditer(tail))
+    """The last `"requestId": "<string>"` in the tail of a body, or "" (spec 7.6).
+
+    Used only for bodies that cannot be parsed whole, so `re` is imported here.
+    """
+    import re
+
+    from native_host import codec
+
+    matches = list(re.finditer(rb'"requestId"\s*:\s*("(?:[^"\\]|\\.)*")', tail))
     if not matches:
         return ""
     try:
-        value = json.loads(matches[-1].group(1).decode("utf-8", errors="strict"))
-    except (ValueError, UnicodeDecodeError):
+        value = codec.decode(matches[-1].group(1))
+    except codec.InvalidJsonError:
         return ""
     if not isinstance(value, str) or not value.strip() or len(value) > MAX_RECOVERED_REQUEST_ID:
         return ""
@@ -134,10 +131,6 @@ class FrameWriter:
         self._closed = False
         self._on_broken = on_broken
 
-    @property
-    def closed(self) -> bool:
-        return self._closed
-
     def close(self) -> None:
         """Stop writing; frames sent afterwards are dropped."""
         with self._lock:
@@ -164,10 +157,6 @@ class FrameWriter:
                 self._on_broken()
             return False
         return True
-
-    def write(self, message: Any) -> bool:
-        """Encode and write one message (raises FrameTooLargeError if it cannot fit)."""
-        return self.write_body(encode_message(message))
 
 
 def claim_stdout() -> int:

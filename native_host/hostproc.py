@@ -19,7 +19,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from native_host import OFFICIAL_EXTENSION_ID
-from native_host.framing import MAX_FRAME_BYTES, encode_message
+from native_host.codec import encode as encode_message
+from native_host.framing import MAX_FRAME_BYTES
 
 OFFICIAL_ORIGIN = f"chrome-extension://{OFFICIAL_EXTENSION_ID}/"
 _PREFIX = struct.Struct("<I")

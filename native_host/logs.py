@@ -1,76 +1,193 @@
 """The host's log: a rotating file in the user log dir, never stdout (spec 7.15).
 
+A small writer of its own instead of the `logging` package, which costs a relay start
+more than everything else it imports (docs/performance.md). Lines keep the classic
+format `2026-12-01 09:30:00,123 <pid> INFO native_host.relay: <text>`; the file rotates
+at 1 MiB keeping 3 backups, and several hosts appending at once is fine (each line is one
+`O_APPEND` write; a rotation race loses nothing but order).
+
 At the default level only metadata is logged (ids, types, sizes, codes, timings);
 bodies appear only at `trace`, with ticket secrets redacted at every level.
 """
 
 from __future__ import annotations
 
-import logging
-import logging.handlers
 import os
 import sys
 import threading
+import time
 from collections.abc import Mapping
-from pathlib import Path
-from typing import Any
 
-from native_host import paths
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # `typing` costs a relay start milliseconds; annotations only
+    from typing import Any
 
 TRACE = 5
+DEBUG = 10
+INFO = 20
+WARNING = 30
+ERROR = 40
+CRITICAL = 50
+LEVELS = {"trace": TRACE, "debug": DEBUG, "info": INFO}
+_NAMES = {TRACE: "TRACE", DEBUG: "DEBUG", INFO: "INFO", WARNING: "WARNING", ERROR: "ERROR"}
 LOG_FILE = "pedelec-native-host.log"
 MAX_BYTES = 1_048_576
 BACKUPS = 3
 SECRET_FIELDS = frozenset({"token", "uploadUrl", "downloadUrl"})
-_LEVELS = {"info": logging.INFO, "debug": logging.DEBUG, "trace": TRACE}
 _TRACE_BODY_CHARS = 2000
 
 
-class _TolerantRotatingHandler(logging.handlers.RotatingFileHandler):
-    """Several hosts share one file: a lost rotation race must never break relaying."""
+class _Sink:
+    """The open log file, shared by every `Log` of the process."""
 
-    def doRollover(self) -> None:
+    def __init__(self) -> None:
+        self.level = INFO
+        self.path: str | None = None
+        self.fd: int | None = None
+        self.lock = threading.Lock()
+
+    def write(self, line: str) -> None:
+        if self.path is None:
+            return
+        data = line.encode("utf-8", errors="replace")
+        with self.lock:
+            try:
+                if self.fd is None:
+                    self.fd = _open_append(self.path)
+                if os.fstat(self.fd).st_size + len(data) > MAX_BYTES:
+                    self._rotate()
+                os.write(self.fd, data)
+            except OSError:
+                pass  # logging failures never affect relaying (spec 7.15)
+
+    def _rotate(self) -> None:
+        """Shift `.log` -> `.log.1` -> ... unless another host already did (then only
+        reopen the new file)."""
+        assert self.path is not None and self.fd is not None
         try:
-            super().doRollover()
+            rotated_elsewhere = os.stat(self.path).st_ino != os.fstat(self.fd).st_ino
         except OSError:
-            if self.stream is None:
-                self.stream = self._open()
+            rotated_elsewhere = True
+        if not rotated_elsewhere:
+            for index in range(BACKUPS - 1, 0, -1):
+                try:
+                    os.replace(f"{self.path}.{index}", f"{self.path}.{index + 1}")
+                except OSError:
+                    pass
+            try:
+                os.replace(self.path, f"{self.path}.1")
+            except OSError:
+                pass
+        os.close(self.fd)
+        self.fd = _open_append(self.path)
 
-    def handleError(self, record: logging.LogRecord) -> None:
-        """Logging failures are swallowed: they must never affect relaying."""
+    def close(self) -> None:
+        with self.lock:
+            if self.fd is not None:
+                os.close(self.fd)
+                self.fd = None
 
 
-def setup_logging(level_name: str, env: Mapping[str, str] = os.environ) -> Path | None:
-    """Log to the rotating file; returns its path, or None if the dir is unusable."""
-    logging.addLevelName(TRACE, "TRACE")
-    logging.raiseExceptions = False
-    root = logging.getLogger()
-    root.setLevel(_LEVELS.get(level_name, logging.INFO))
+def _open_append(path: str) -> int:
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+    return os.open(path, flags | getattr(os, "O_NOFOLLOW", 0), 0o600)
+
+
+_sink = _Sink()
+
+
+def _timestamp(now: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(now)) + f",{int(now % 1 * 1000):03d}"
+
+
+class Log:
+    """A named logger with the `logging` call style: `log.info("x %s", value)`."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def enabled(self, level: int) -> bool:
+        return level >= _sink.level and _sink.path is not None
+
+    def _emit(self, level: int, message: str, args: tuple[Any, ...], trace: str = "") -> None:
+        if args:
+            try:
+                message = message % args
+            except (TypeError, ValueError):
+                message = f"{message} {args!r}"
+        name = _NAMES.get(level, "CRITICAL")
+        line = f"{_timestamp(time.time())} {os.getpid()} {name} {self.name}: {message}\n"
+        _sink.write(line + trace)
+
+    def trace(self, message: str, *args: Any) -> None:
+        if self.enabled(TRACE):
+            self._emit(TRACE, message, args)
+
+    def debug(self, message: str, *args: Any) -> None:
+        if self.enabled(DEBUG):
+            self._emit(DEBUG, message, args)
+
+    def info(self, message: str, *args: Any) -> None:
+        if self.enabled(INFO):
+            self._emit(INFO, message, args)
+
+    def warning(self, message: str, *args: Any) -> None:
+        if self.enabled(WARNING):
+            self._emit(WARNING, message, args)
+
+    def error(self, message: str, *args: Any) -> None:
+        if self.enabled(ERROR):
+            self._emit(ERROR, message, args)
+
+    def exception(self, message: str, *args: Any) -> None:
+        """`error` plus the traceback of the exception being handled."""
+        self.failure(ERROR, message, *args, exc_info=sys.exc_info())
+
+    def failure(self, level: int, message: str, *args: Any, exc_info: tuple[Any, Any, Any]) -> None:
+        if self.enabled(level):
+            import traceback
+
+            self._emit(level, message, args, "".join(traceback.format_exception(*exc_info)))
+
+
+def get(name: str) -> Log:
+    """The logger of a module: `log = logs.get(__name__)`."""
+    return Log(name)
+
+
+def setup(level_name: str, env: Mapping[str, str] = os.environ) -> str | None:
+    """Log to the rotating file in the log dir; returns its path, or None if the dir is
+    unusable (the host then runs without a log). The file is opened on the first line."""
+    from native_host import files, paths
+
+    _sink.level = LEVELS.get(level_name, INFO)
     try:
         directory = paths.log_dir(env)
-        directory.mkdir(parents=True, exist_ok=True)
-        path = directory / LOG_FILE
-        handler: logging.Handler = _TolerantRotatingHandler(
-            path, maxBytes=MAX_BYTES, backupCount=BACKUPS, encoding="utf-8", delay=True
-        )
-    except OSError:
+        files.ensure_private_dir(directory)
+    except (OSError, files.FileRefusedError):
         return None
-    handler.setFormatter(
-        logging.Formatter("%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s")
-    )
-    root.addHandler(handler)
+    _sink.path = os.path.join(directory, LOG_FILE)
     sys.excepthook = _log_uncaught
     threading.excepthook = _log_thread_exception
-    return path
+    return _sink.path
+
+
+def close() -> None:
+    """Release the file; nothing more is written (every line was written at once)."""
+    _sink.close()
+    _sink.path = None
 
 
 def _log_uncaught(kind: type[BaseException], value: BaseException, tb: Any) -> None:
-    logging.getLogger("native_host").critical("uncaught exception", exc_info=(kind, value, tb))
+    get("native_host").failure(CRITICAL, "uncaught exception", exc_info=(kind, value, tb))
 
 
 def _log_thread_exception(args: threading.ExceptHookArgs) -> None:
     if args.exc_value is not None:
-        logging.getLogger("native_host").error(
+        get("native_host").failure(
+            ERROR,
             "uncaught exception in thread %s",
             args.thread.name if args.thread else "?",
             exc_info=(args.exc_type, args.exc_value, args.exc_traceback),
@@ -86,10 +203,10 @@ def redact(value: Any) -> Any:
     return value
 
 
-def trace_body(logger: logging.Logger, label: str, body: Any) -> None:
+def trace_body(log: Log, label: str, body: Any) -> None:
     """Log a message body at trace level only: redacted and truncated."""
-    if logger.isEnabledFor(TRACE):
-        import json
+    if log.enabled(TRACE):
+        from native_host import codec
 
-        text = json.dumps(redact(body), ensure_ascii=False)[:_TRACE_BODY_CHARS]
-        logger.log(TRACE, "%s %s", label, text)
+        text = codec.encode(redact(body)).decode("utf-8", errors="replace")[:_TRACE_BODY_CHARS]
+        log.trace("%s %s", label, text)

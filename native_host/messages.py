@@ -5,9 +5,11 @@ Pure functions only: no I/O, no sockets.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
-
 from native_host import errors
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 PASS = None
 """A rule of None passes the payload unchanged, unknown fields included."""
@@ -61,15 +63,21 @@ OVERSIZE_RESPONSE_ERRORS: dict[str, tuple[str, str]] = {
 
 WORKSPACE_RUN_MARGIN_MS = 30_000
 WORKSPACE_RUN_DEFAULT_MS = 60_000
+MAX_PAGE_TIMEOUT_MS = 1_800_000
+"""The longest a page-supplied timeout (`workspace_run.timeoutMs`) may hold a request:
+30 minutes. The value still reaches the Core unchanged; only the host's wait is capped."""
 
 
-class NativeRequest(NamedTuple):
+class NativeRequest:
     """A validated native request: what the relay needs to route it."""
 
-    request_id: str
-    type: str
-    message: dict[str, Any]
-    has_origin: bool
+    __slots__ = ("has_origin", "message", "request_id", "type")
+
+    def __init__(self, request_id: str, kind: str, message: dict[str, Any], has_origin: bool):
+        self.request_id = request_id
+        self.type = kind
+        self.message = message
+        self.has_origin = has_origin
 
     @property
     def sdk_version(self) -> str | None:
@@ -101,6 +109,21 @@ def validate_envelope(message: Any) -> NativeRequest:
             type=kind,
         )
     return NativeRequest(request_id, kind, message, "callerOrigin" in message)
+
+
+def request_id_of(document: Any) -> str:
+    """The requestId to answer a refused message under: its own when it is a usable
+    string (non-blank, valid Unicode), else ""."""
+    if not isinstance(document, dict):
+        return ""
+    value = document.get("requestId")
+    if not isinstance(value, str) or not value.strip():
+        return ""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return ""
+    return value
 
 
 def check_subscribe_fields(message: dict[str, Any]) -> None:
@@ -152,7 +175,7 @@ def response_timeout_ms(kind: str, payload: dict[str, Any], default_ms: int) -> 
     if kind == "workspace_run":
         limit = payload.get("timeoutMs")
         if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0:
-            return limit + WORKSPACE_RUN_MARGIN_MS
+            return min(limit, MAX_PAGE_TIMEOUT_MS) + WORKSPACE_RUN_MARGIN_MS
         return WORKSPACE_RUN_DEFAULT_MS + WORKSPACE_RUN_MARGIN_MS
     return default_ms
 

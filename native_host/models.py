@@ -5,8 +5,6 @@ camelCase on disk, snake_case in Python.
 
 from __future__ import annotations
 
-from typing import Literal
-
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
@@ -15,18 +13,6 @@ class CamelModel(BaseModel):
     """Base for on-disk models: camelCase aliases, unknown keys ignored."""
 
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
-
-
-class ConfigFile(CamelModel):
-    """`config.json` (spec 7.16); every key optional."""
-
-    allowed_extension_ids: list[str] = Field(default_factory=list)
-    connect_timeout_ms: int = Field(default=2000, gt=0)
-    core_response_timeout_ms: int = Field(default=120_000, gt=0)
-    launch_timeout_ms: int = Field(default=10_000, gt=0)
-    launch_poll_interval_ms: int = Field(default=200, gt=0)
-    check_runtime_pid: bool = True
-    log_level: Literal["info", "debug", "trace"] = "info"
 
 
 class LaunchConfigFile(CamelModel):

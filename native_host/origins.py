@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterable, Sequence
-from typing import NamedTuple
 
 from native_host import OFFICIAL_EXTENSION_ID
 from native_host.errors import (
@@ -21,6 +19,10 @@ from native_host.errors import (
     STAGE_VALIDATE_ORIGIN,
     HostError,
 )
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # `typing` costs a relay start milliseconds; annotations only
+    from collections.abc import Iterable, Sequence
 
 EXTENSION_PREFIX = "chrome-extension://"
 DEFAULT_PORTS = {"https": 443, "http": 80}
@@ -247,18 +249,32 @@ def extension_not_allowed_error(arg: str) -> HostError:
 # --- block list entries (7.11 c) ---------------------------------------------------
 
 
-class BlockPattern(NamedTuple):
+class BlockPattern:
     """One `blocked` entry: an exact origin, or `<scheme>://*.<domain>[:<port>]` matching
-    every subdomain (not the apex) on the given port, or on any port if none is given."""
+    every subdomain (not the apex) on the given port, or on any port if none is given.
 
-    text: str
-    """The normalised entry, as `block` stores it."""
-    scheme: str
-    host: str
-    """The exact host, or for a wildcard the domain without `*.`."""
-    port: int | None
-    """For a wildcard, the port to match (defaults included) or None for any port."""
-    wildcard: bool
+    `text` is the normalised entry, as `block` stores it; `host` the exact host, or for
+    a wildcard the domain without `*.`; `port` for a wildcard the port to match
+    (defaults included) or None for any port.
+    """
+
+    __slots__ = ("host", "port", "scheme", "text", "wildcard")
+
+    def __init__(self, text: str, scheme: str, host: str, port: int | None, wildcard: bool):
+        self.text = text
+        self.scheme = scheme
+        self.host = host
+        self.port = port
+        self.wildcard = wildcard
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, BlockPattern) and other.text == self.text
+
+    def __hash__(self) -> int:
+        return hash(self.text)
+
+    def __repr__(self) -> str:
+        return f"BlockPattern({self.text!r})"
 
     @classmethod
     def parse(cls, entry: object) -> BlockPattern:

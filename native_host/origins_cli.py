@@ -112,7 +112,7 @@ def _run(store: PolicyStore, args: argparse.Namespace) -> None:
 
 def _describe(store: PolicyStore, policy: dict[str, Any]) -> str:
     """The human form of `list`."""
-    exists = "" if store.path.exists() else " (no file yet: defaults apply)"
+    exists = "" if os.path.exists(store.path) else " (no file yet: defaults apply)"
     lines = [
         f"Policy file: {store.path}{exists}",
         f"Mode: {policy['mode']} ({MODE_MEANING[policy['mode']]})",

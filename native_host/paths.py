@@ -1,13 +1,19 @@
 """Where things live: the Pedelec home and this host's config, state and log dirs (spec 7.16).
 
-Every function takes the environment as an argument so tests can redirect everything.
+The per-OS directories are a table (the XDG Base Directory rules on Linux, the usual
+folders on macOS and Windows — the same answers platformdirs gives, which a test checks)
+so that a relay start pays for neither platformdirs nor pathlib. Every function takes
+the environment, so tests can redirect everything; each returns a string path.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from pathlib import Path
+import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 APP_NAME = "pedelec-native-host"
 RUNTIME_FILE = "runtime.json"
@@ -16,54 +22,80 @@ CONFIG_FILE = "config.json"
 POLICY_FILE = "origins.json"
 LAUNCH_LOCK_FILE = "launch.lock"
 
+# kind -> (XDG variable or "", default under the home, suffix after the app name)
+LINUX_DIRS = {
+    "config": ("XDG_CONFIG_HOME", ".config", ""),
+    "state": ("XDG_STATE_HOME", ".local/state", ""),
+    "log": ("XDG_STATE_HOME", ".local/state", "log"),
+}
+MACOS_DIRS = {
+    "config": ("", "Library/Application Support", ""),
+    "state": ("", "Library/Application Support", ""),
+    "log": ("", "Library/Logs", ""),
+}
+WINDOWS_DIRS = {
+    "config": ("LOCALAPPDATA", "AppData/Local", ""),
+    "state": ("LOCALAPPDATA", "AppData/Local", ""),
+    "log": ("LOCALAPPDATA", "AppData/Local", "Logs"),
+}
+"""On Windows the variable is not XDG but %LOCALAPPDATA%, always set by the system."""
 
-def user_home(env: Mapping[str, str]) -> Path:
+
+def user_home(env: Mapping[str, str]) -> str:
     """The OS user home; under Snap, the real one that holds `~/.pedelec` (spec 5.4)."""
-    snap_home = env.get("SNAP_REAL_HOME")
-    if snap_home:
-        return Path(snap_home)
-    home = env.get("HOME") or env.get("USERPROFILE")
-    if home:
-        return Path(home)
-    return Path.home()
+    for key in ("SNAP_REAL_HOME", "HOME", "USERPROFILE"):
+        if env.get(key):
+            return env[key]
+    home = os.path.expanduser("~")
+    if not os.path.isabs(home):
+        raise RuntimeError("cannot resolve the user home directory")
+    return home
 
 
-def pedelec_home(env: Mapping[str, str] = os.environ) -> Path:
+def pedelec_home(env: Mapping[str, str] = os.environ) -> str:
     """The directory holding `runtime.json` and `app-launch.json`."""
-    override = env.get("PEDELEC_HOME")
-    if override:
-        return Path(override)
-    return user_home(env) / ".pedelec"
+    return env.get("PEDELEC_HOME") or os.path.join(user_home(env), ".pedelec")
 
 
-def _host_dir(env: Mapping[str, str], override_variable: str, platformdirs_function: str) -> Path:
-    """An environment override (what tests use), else the platformdirs directory."""
-    override = env.get(override_variable)
-    if override:
-        return Path(override)
-    import platformdirs
+def platform_dir(kind: str, env: Mapping[str, str], platform: str = sys.platform) -> str:
+    """This host's `config`, `state` or `log` directory on `platform`, from the table."""
+    table = (
+        WINDOWS_DIRS if platform == "win32" else MACOS_DIRS if platform == "darwin" else LINUX_DIRS
+    )
+    variable, default, suffix = table[kind]
+    base = env.get(variable, "") if variable else ""
+    if not os.path.isabs(base):  # XDG: a relative value is invalid and ignored
+        base = os.path.join(user_home(env), *default.split("/"))
+    return os.path.join(base, APP_NAME, suffix) if suffix else os.path.join(base, APP_NAME)
 
-    directory: str = getattr(platformdirs, platformdirs_function)(APP_NAME, appauthor=False)
-    return Path(directory)
+
+def _host_dir(env: Mapping[str, str], override_variable: str, kind: str) -> str:
+    """An environment override (what tests use), else the table's directory."""
+    return env.get(override_variable) or platform_dir(kind, env)
 
 
-def config_dir(env: Mapping[str, str] = os.environ) -> Path:
+def config_dir(env: Mapping[str, str] = os.environ) -> str:
     """Directory of `config.json` and `origins.json`."""
-    return _host_dir(env, "PEDELEC_NATIVE_HOST_CONFIG_DIR", "user_config_dir")
+    return _host_dir(env, "PEDELEC_NATIVE_HOST_CONFIG_DIR", "config")
 
 
-def state_dir(env: Mapping[str, str] = os.environ) -> Path:
-    """Directory of `launch.lock`: the XDG runtime dir where there is one, else the state dir."""
-    has_runtime_dir = os.name == "posix" and bool(env.get("XDG_RUNTIME_DIR"))
-    function = "user_runtime_dir" if has_runtime_dir else "user_state_dir"
-    return _host_dir(env, "PEDELEC_NATIVE_HOST_STATE_DIR", function)
+def state_dir(env: Mapping[str, str] = os.environ) -> str:
+    """Directory of `launch.lock`: `$XDG_RUNTIME_DIR/pedelec-native-host` where there is
+    one (POSIX), else the state dir."""
+    override = env.get("PEDELEC_NATIVE_HOST_STATE_DIR")
+    if override:
+        return override
+    runtime = env.get("XDG_RUNTIME_DIR", "")
+    if os.name == "posix" and os.path.isabs(runtime):
+        return os.path.join(runtime, APP_NAME)
+    return platform_dir("state", env)
 
 
-def install_record_dir(env: Mapping[str, str] = os.environ) -> Path:
+def install_record_dir(env: Mapping[str, str] = os.environ) -> str:
     """Durable directory for install records (a runtime dir is wiped at logout)."""
-    return _host_dir(env, "PEDELEC_NATIVE_HOST_STATE_DIR", "user_state_dir")
+    return _host_dir(env, "PEDELEC_NATIVE_HOST_STATE_DIR", "state")
 
 
-def log_dir(env: Mapping[str, str] = os.environ) -> Path:
+def log_dir(env: Mapping[str, str] = os.environ) -> str:
     """Directory of the rotating log file."""
-    return _host_dir(env, "PEDELEC_NATIVE_HOST_LOG_DIR", "user_log_dir")
+    return _host_dir(env, "PEDELEC_NATIVE_HOST_LOG_DIR", "log")

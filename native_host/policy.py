@@ -11,17 +11,14 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
-import logging
 import os
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any, Literal
 
-from native_host import paths
+from native_host import files, logs, paths
 from native_host.errors import (
     INVALID_ORIGIN,
     MSG_INVALID_ORIGIN,
@@ -41,14 +38,13 @@ from native_host.origins import (
     normalize_origin,
 )
 
-log = logging.getLogger(__name__)
+log = logs.get(__name__)
 
 Mode = Literal["extension", "strict"]
 MODES: tuple[Mode, ...] = ("extension", "strict")
 POLICY_VERSION = 1
 
-_LOCK_RETRIES = 6
-"""Windows' LK_LOCK gives up after about 10 s; retry for about a minute before failing."""
+MAX_POLICY_BYTES = 1_048_576
 
 
 @dataclass(frozen=True)
@@ -91,7 +87,7 @@ class _Effective:
     patterns: tuple[BlockPattern, ...] = ()
 
     @classmethod
-    def of(cls, policy: Policy, path: Path) -> _Effective:
+    def of(cls, policy: Policy, path: str) -> _Effective:
         approved: dict[str, int] = {}
         for entry in policy.approved:
             try:
@@ -125,9 +121,10 @@ _Signature = tuple[int, int, int]
 class PolicyStore:
     """The policy file at `path`, cached until its mtime, size or inode changes."""
 
-    def __init__(self, path: Path, now_ms: Callable[[], int] | None = None) -> None:
-        self.path = path
-        self.lock_path = path.with_name(f".{path.name}.lock")
+    def __init__(self, path: str | os.PathLike[str], now_ms: Callable[[], int] | None = None):
+        self.path = os.fspath(path)
+        directory, name = os.path.split(self.path)
+        self.lock_path = os.path.join(directory, f".{name}.lock")
         self._now_ms = now_ms or (lambda: time.time_ns() // 1_000_000)
         self._cache_lock = threading.Lock()
         self._write_lock = threading.Lock()
@@ -136,7 +133,7 @@ class PolicyStore:
     @classmethod
     def for_env(cls, env: Mapping[str, str] = os.environ) -> PolicyStore:
         """The store of `origins.json` in the config dir (spec 7.16)."""
-        return cls(paths.config_dir(env) / paths.POLICY_FILE)
+        return cls(os.path.join(paths.config_dir(env), paths.POLICY_FILE))
 
     # --- reading -------------------------------------------------------------------
 
@@ -152,7 +149,7 @@ class PolicyStore:
 
     def _signature(self) -> _Signature | None:
         try:
-            st = self.path.stat()
+            st = os.lstat(self.path)
         except (FileNotFoundError, NotADirectoryError):
             return None
         except OSError:
@@ -160,17 +157,16 @@ class PolicyStore:
         return (st.st_ino, st.st_size, st.st_mtime_ns)
 
     def _read(self) -> tuple[_Signature | None, _Effective]:
-        """Read and validate the file; the signature comes from the same open file so a
+        """Read and validate the file through the trusted reader (a planted file fails
+        closed like an invalid one); the signature comes from the same open file so a
         concurrent replace is noticed on the next check."""
         try:
-            with self.path.open("rb") as handle:
-                st = os.fstat(handle.fileno())
-                raw = handle.read()
-        except (FileNotFoundError, NotADirectoryError):
-            return None, _Effective.of(Policy(), self.path)
-        except OSError as exc:
-            problem = f"{self.path}: cannot read: {exc.strerror or exc}"
-            return self._signature(), _Effective(None, problem)
+            raw, st = files.read_trusted_stat(self.path, MAX_POLICY_BYTES)
+        except files.FileRefusedError as exc:
+            if exc.reason == files.MISSING:
+                return None, _Effective.of(Policy(), self.path)
+            log.error("origin policy refused, failing closed: %s", exc.explanation)
+            return self._signature(), _Effective(None, exc.explanation)
         signature = (st.st_ino, st.st_size, st.st_mtime_ns)
         try:
             policy = _parse_policy(raw, self.path)
@@ -280,43 +276,24 @@ class PolicyStore:
     @contextlib.contextmanager
     def _file_lock(self) -> Iterator[None]:
         """An advisory lock on a sibling file: the policy file itself is replaced on write."""
+        lock = files.FileLock(self.lock_path)
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
-        except OSError as exc:
+            files.ensure_private_dir(os.path.dirname(self.path))
+            lock.acquire()
+        except (OSError, files.FileRefusedError) as exc:
+            lock.release()
             raise _storage_error(str(exc)) from exc
         try:
-            try:
-                _lock_fd(fd)
-            except OSError as exc:
-                raise _storage_error(str(exc)) from exc
-            try:
-                yield
-            finally:
-                _unlock_fd(fd)
+            yield
         finally:
-            os.close(fd)
+            lock.release()
 
     def _write(self, policy: Policy) -> None:
-        """Temp file in the same directory, fsync, rename over the old file."""
-        import tempfile
-
-        directory = self.path.parent
+        """One atomic replace (spec 7.11 c), private whatever the umask."""
         try:
-            fd, temp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=directory)
+            files.atomic_write(self.path, policy.to_json().encode("utf-8"))
         except OSError as exc:
             raise _storage_error(str(exc)) from exc
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-                handle.write(policy.to_json())
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(temp, self.path)
-        except OSError as exc:
-            with contextlib.suppress(OSError):
-                os.unlink(temp)
-            raise _storage_error(str(exc)) from exc
-        _fsync_dir(directory)
 
     # --- host-local answer ---------------------------------------------------------
 
@@ -371,7 +348,7 @@ def _storage_error(error: str) -> HostError:
 # --- parsing -------------------------------------------------------------------------
 
 
-def _parse_policy(raw: bytes, path: Path) -> Policy:
+def _parse_policy(raw: bytes, path: str) -> Policy:
     """Decode and validate the file; _PolicyInvalid names the path and the line."""
     try:
         data = json.loads(raw.decode("utf-8-sig"))
@@ -385,7 +362,7 @@ def _parse_policy(raw: bytes, path: Path) -> Policy:
 
 
 @functools.cache
-def _policy_validator() -> Callable[[object, Path], Policy]:
+def _policy_validator() -> Callable[[object, str], Policy]:
     """The pydantic schema, built on first use so that a missing file never imports pydantic."""
     from pydantic import Field, ValidationError
 
@@ -401,7 +378,7 @@ def _policy_validator() -> Callable[[object, Path], Policy]:
         approved: list[ApprovedEntry] = Field(default_factory=list)
         blocked: list[str] = Field(default_factory=list)
 
-    def validate(data: object, path: Path) -> Policy:
+    def validate(data: object, path: str) -> Policy:
         try:
             parsed = PolicyFile.model_validate(data)
         except ValidationError as exc:
@@ -415,47 +392,6 @@ def _policy_validator() -> Callable[[object, Path], Policy]:
         )
 
     return validate
-
-
-# --- advisory file locks -------------------------------------------------------------
-
-if sys.platform == "win32":
-    import msvcrt
-
-    def _lock_fd(fd: int) -> None:
-        for attempt in range(_LOCK_RETRIES):
-            os.lseek(fd, 0, os.SEEK_SET)
-            try:
-                msvcrt.locking(fd, msvcrt.LK_LOCK, 1)
-                return
-            except OSError:
-                if attempt == _LOCK_RETRIES - 1:
-                    raise
-
-    def _unlock_fd(fd: int) -> None:
-        os.lseek(fd, 0, os.SEEK_SET)
-        msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)
-
-    def _fsync_dir(directory: Path) -> None:
-        """Windows cannot open a directory for fsync; ReplaceFile semantics suffice."""
-
-else:
-    import fcntl
-
-    def _lock_fd(fd: int) -> None:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-
-    def _unlock_fd(fd: int) -> None:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-
-    def _fsync_dir(directory: Path) -> None:
-        """Make the rename itself durable; best effort (some file systems refuse)."""
-        with contextlib.suppress(OSError):
-            fd = os.open(directory, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
 
 
 # --- relay helpers (spec 1.4 step 4, 7.11 d) -----------------------------------------

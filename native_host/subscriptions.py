@@ -3,50 +3,50 @@
 A key is *pending* while its setup runs and *live* once the subscribe response has been
 relayed. The stream's generation (legacy or current) is decided by the Core's subscribe
 result and fixed for the stream's life: it picks how a broken stream is reported.
+
+This module gets the gateway (Core access) and the outbox (the way to the browser), not
+the relay, so it can run, and be tested, on its own against a Core.
 """
 
 from __future__ import annotations
 
-import logging
 import threading
-import time
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
 
-from native_host import errors, events, messages
-from native_host.core.client import close_socket, parse_json, read_response
-from native_host.core.lines import LineReader, OversizeLine
+from native_host import codec, errors, events, logs, messages
+from native_host.core.lines import OversizeLine
 from native_host.errors import HostError
-from native_host.framing import MAX_FRAME_BYTES, encode_message
-from native_host.messages import NativeRequest
+from native_host.framing import MAX_FRAME_BYTES
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
-    import socket
+    from typing import Any
 
-    from native_host.relay import Relay
+    from native_host.core.connection import CoreConnection
+    from native_host.gateway import Attempt, CoreGateway
+    from native_host.messages import NativeRequest
+    from native_host.outbox import Outbox
 
-log = logging.getLogger(__name__)
+log = logs.get(__name__)
 
 MAX_EARLY_EVENTS = 1000
 """Events buffered while the subscribe response is awaited (spec 7.10)."""
+DUPLICATE = {"subscribed": True, "duplicate": True}
 
-Key = tuple[str, str | None]
 
-
-@dataclass(eq=False)
 class Subscription:
     """One stream and the requests waiting on its setup."""
 
-    key: Key
-    thread_id: str
-    ready: threading.Event = field(default_factory=threading.Event)
-    live: bool = False
-    current: bool = False
-    setup_error: dict[str, Any] | None = None
-    sock: socket.socket | None = None
-    closed_by_host: bool = False
-    latest_seq: int | None = None
-    """The highest snapshot `latestSeq` relayed for this key (spec 9.3, `ended`)."""
+    def __init__(self, key: tuple[str, str | None], thread_id: str) -> None:
+        self.key = key
+        self.thread_id = thread_id
+        self.ready = threading.Event()
+        self.live = False
+        self.current = False
+        self.setup_error: dict[str, Any] | None = None
+        self.connection: CoreConnection | None = None
+        self.closed_by_host = False
+        self.latest_seq: int | None = None
+        """The highest snapshot `latestSeq` relayed for this key (spec 9.3, `ended`)."""
 
     def note_snapshot(self, snapshot: Any) -> None:
         if isinstance(snapshot, dict):
@@ -58,10 +58,16 @@ class Subscription:
 class Subscriptions:
     """The subscriptions table of one host process."""
 
-    def __init__(self, relay: Relay) -> None:
-        self.relay = relay
+    def __init__(self, gateway: CoreGateway, outbox: Outbox) -> None:
+        self.gateway = gateway
+        self.outbox = outbox
+        self.stopping = gateway.stopping
         self._lock = threading.Lock()
-        self._table: dict[Key, Subscription] = {}
+        self._table: dict[tuple[str, str | None], Subscription] = {}
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._table)
 
     def _remove(self, sub: Subscription) -> None:
         with self._lock:
@@ -72,36 +78,41 @@ class Subscriptions:
         with self._lock:
             return self._table.get(sub.key) is sub and sub.live
 
-    def subscribe(self, request: NativeRequest, origin: str | None) -> None:
-        """Handle one subscribe_thread request (runs on its own thread)."""
+    def subscribe(self, request: NativeRequest, origin: str | None, attempt: Attempt) -> None:
+        """Handle one subscribe_thread request (runs on its own thread).
+
+        A request that already reached the Core (a duplicate's `thread_snapshot`) is
+        never sent again, even when its key died meanwhile (spec 7.5 over 9.3).
+        """
         thread_id: str = request.message["threadId"]
-        key: Key = (thread_id, origin)
+        key = (thread_id, origin)
         while True:
+            self.gateway.refuse_resend(attempt, errors.STAGE_SUBSCRIBE)
             with self._lock:
                 sub = self._table.get(key)
                 owner = sub is None
                 if sub is None:
-                    sub = Subscription(key=key, thread_id=thread_id)
-                    self._table[key] = sub
+                    limit = self.gateway.config.max_subscriptions
+                    if len(self._table) >= limit:
+                        raise errors.host_busy(errors.BUSY_SUBSCRIPTIONS, limit)
+                    sub = self._table[key] = Subscription(key, thread_id)
             if owner:
-                self._own_setup(sub, request, origin)
+                self._own_setup(sub, request, origin, attempt)
                 return
             sub.ready.wait()
             if sub.setup_error is not None:
-                self.relay.outbox.respond(
-                    request.request_id,
-                    request.type,
-                    messages.error_response(request.request_id, sub.setup_error),
-                )
+                self.outbox.error(request.request_id, request.type, sub.setup_error)
                 return
-            if self._answer_duplicate(sub, request, origin):
+            if self._answer_duplicate(sub, request, origin, attempt):
                 return
 
-    def _own_setup(self, sub: Subscription, request: NativeRequest, origin: str | None) -> None:
+    def _own_setup(
+        self, sub: Subscription, request: NativeRequest, origin: str | None, attempt: Attempt
+    ) -> None:
         """Run the setup; if it fails unexpectedly, fail the key too, so that nobody waits
         on it forever and the next subscribe starts afresh."""
         try:
-            self._setup(sub, request, origin)
+            self._setup(sub, request, origin, attempt)
         except Exception:
             log.exception("subscription setup for %s failed", sub.thread_id)
             if not sub.ready.is_set():
@@ -112,22 +123,21 @@ class Subscriptions:
 
     # --- duplicates ----------------------------------------------------------------
     def _answer_duplicate(
-        self, sub: Subscription, request: NativeRequest, origin: str | None
+        self, sub: Subscription, request: NativeRequest, origin: str | None, attempt: Attempt
     ) -> bool:
-        """Answer a subscribe on a live key; False if the key died meanwhile (then retry)."""
-        local = {"subscribed": True, "duplicate": True}
+        """Answer a subscribe on a live key; False if the key is not live any more."""
         if not self._is_live(sub):
             return False
         if not sub.current:
-            self._respond_ok(request, local)
+            self.outbox.ok(request.request_id, request.type, DUPLICATE)
             return True
         envelope = messages.core_envelope(request, origin, kind="thread_snapshot")
-        try:
-            response = self.relay.call_core(
-                envelope, self.relay.config.core_response_timeout_ms, errors.STAGE_SUBSCRIBE
-            )
-        except HostError as error:
-            raise _as_subscribe_error(error) from None
+        response = self.gateway.request(
+            attempt,
+            envelope,
+            self.gateway.config.core_response_timeout_ms,
+            errors.STAGE_SUBSCRIBE,
+        )
         if not self._is_live(sub):
             return False
         if response["ok"]:
@@ -137,40 +147,30 @@ class Subscriptions:
                     errors.IPC_UNAVAILABLE, errors.MSG_NO_SNAPSHOT, errors.STAGE_SUBSCRIBE
                 )
             sub.note_snapshot(snapshot)
-            self._respond_ok(request, {**local, "snapshot": snapshot})
+            self.outbox.ok(request.request_id, request.type, {**DUPLICATE, "snapshot": snapshot})
             return True
         core_error = response["error"]
         if core_error.get("code") == errors.IPC_UNAVAILABLE and core_error.get("message") == (
             "unknown Core IPC request type"
         ):
-            self._respond_ok(request, local)
+            self.outbox.ok(request.request_id, request.type, DUPLICATE)
             return True
-        self.relay.outbox.respond(
-            request.request_id,
-            request.type,
-            messages.error_response(request.request_id, core_error),
-        )
+        self.outbox.error(request.request_id, request.type, core_error)
         return True
-
-    def _respond_ok(self, request: NativeRequest, result: dict[str, Any]) -> None:
-        self.relay.outbox.respond(
-            request.request_id, request.type, messages.ok_response(request.request_id, result)
-        )
 
     # --- setup -----------------------------------------------------------------------
     def _fail_setup(self, sub: Subscription, request: NativeRequest, error: dict[str, Any]) -> None:
         sub.setup_error = error
         self._remove(sub)
         sub.ready.set()
-        if sub.sock is not None:
-            self.relay.registry.discard(sub.sock)
-        if not self.relay.stopping.is_set():
-            self.relay.outbox.respond(
-                request.request_id, request.type, messages.error_response(request.request_id, error)
-            )
+        if sub.connection is not None:
+            sub.connection.close()
+        if not self.stopping.is_set():
+            self.outbox.error(request.request_id, request.type, error)
 
-    def _setup(self, sub: Subscription, request: NativeRequest, origin: str | None) -> None:
-        relay = self.relay
+    def _setup(
+        self, sub: Subscription, request: NativeRequest, origin: str | None, attempt: Attempt
+    ) -> None:
         early: list[dict[str, Any]] = []
 
         def buffer_event(line: Any) -> bool:
@@ -187,27 +187,10 @@ class Subscriptions:
             return True
 
         try:
-            envelope = messages.core_envelope(request, origin)
-            line = relay.core_line(envelope)
-            sub.sock = relay.open_core()
-            sub.sock.settimeout(relay.config.core_response_timeout_ms / 1000)
-            try:
-                sub.sock.sendall(line + b"\n")
-            except OSError as exc:
-                raise HostError(
-                    errors.CORE_RUNTIME_UNAVAILABLE,
-                    errors.MSG_APP_NOT_RUNNING,
-                    errors.STAGE_SUBSCRIBE,
-                    error=str(exc),
-                ) from None
-
-            timeout_ms = relay.config.core_response_timeout_ms
-            reader = LineReader(sub.sock)
-            response = read_response(
-                reader,
-                time.monotonic() + timeout_ms / 1000,
-                timeout_ms,
-                errors.STAGE_SUBSCRIBE,
+            sub.connection, response = self.gateway.open_stream(
+                attempt,
+                messages.core_envelope(request, origin),
+                self.gateway.config.core_response_timeout_ms,
                 buffer_event,
             )
         except HostError as error:
@@ -220,16 +203,17 @@ class Subscriptions:
         sub.current = isinstance(result, dict) and isinstance(result.get("snapshot"), dict)
         if sub.current:
             sub.note_snapshot(result["snapshot"])
-        body = encode_message(messages.ok_response(request.request_id, result))
+        body = codec.encode(messages.ok_response(request.request_id, result))
         if len(body) > MAX_FRAME_BYTES:
             too_large = messages.oversize_response_error(request.type, len(body))
             self._fail_setup(sub, request, too_large.to_error())
             return
-        if relay.stopping.is_set() or not relay.outbox.send_body(body):
+        if self.stopping.is_set() or not self.outbox.send_body(body):
             return
         with self._lock:
             sub.live = True
         sub.ready.set()
+        attempt.release()  # an established stream does not count as in flight (spec 9.7)
         log.info(
             "subscribed %s (%s stream, %d early events)",
             sub.thread_id,
@@ -240,16 +224,15 @@ class Subscriptions:
             for event in early:
                 if not self._forward(sub, event):
                     return
-            self._pump(sub, reader)
+            self._pump(sub, sub.connection)
         except Exception:
             log.exception("stream %s reader failed", sub.thread_id)
             self._broken(sub, "native host stream reader failed")
 
     # --- the live stream ---------------------------------------------------------------
-    def _pump(self, sub: Subscription, reader: LineReader) -> None:
+    def _pump(self, sub: Subscription, connection: CoreConnection) -> None:
         """Forward the stream until it ends; report an unexpected end once."""
-        assert sub.sock is not None
-        sub.sock.settimeout(None)
+        reader = connection.reader
         while True:
             try:
                 line = reader.read_line(skip_oversize=True)
@@ -264,8 +247,8 @@ class Subscriptions:
                     return
                 continue
             try:
-                parsed = parse_json(line)
-            except (ValueError, UnicodeDecodeError) as exc:
+                parsed = codec.decode(line)
+            except codec.InvalidJsonError as exc:
                 error = events.stream_error(
                     errors.IPC_UNAVAILABLE, errors.MSG_EVENT_NOT_JSON, error=str(exc)
                 )
@@ -282,7 +265,7 @@ class Subscriptions:
 
     def _forward(self, sub: Subscription, event: dict[str, Any]) -> bool:
         """Relay one event under the size rules; False once the stream is closed."""
-        if self.relay.stopping.is_set():
+        if self.stopping.is_set():
             return False
         fitted = events.fit_event(event)
         if fitted.body is not None:
@@ -293,7 +276,7 @@ class Subscriptions:
                     fitted.size,
                     sub.thread_id,
                 )
-            if not self.relay.outbox.send_body(fitted.body):
+            if not self.outbox.send_body(fitted.body):
                 return False
         elif fitted.dropped:
             log.warning(
@@ -306,7 +289,8 @@ class Subscriptions:
             return False
         return True
 
-    def _closes_on_ended(self, sub: Subscription, event: dict[str, Any]) -> bool:
+    @staticmethod
+    def _closes_on_ended(sub: Subscription, event: dict[str, Any]) -> bool:
         """`ended` closes the stream, except a late one on a current stream (spec 9.3)."""
         if not sub.current or sub.latest_seq is None:
             return True
@@ -327,15 +311,15 @@ class Subscriptions:
         streams are closed with `thread_subscription_closed` (spec 7.9, 9.3)."""
         log.warning("stream %s: %s", sub.thread_id, error["code"])
         if not sub.current:
-            return self.relay.outbox.send(events.synthetic_error_event(sub.thread_id, error))
+            return self.outbox.send(events.synthetic_error_event(sub.thread_id, error))
         self._close(sub)
-        if not self.relay.stopping.is_set():
-            self.relay.outbox.send(events.subscription_closed(sub.thread_id, error))
+        if not self.stopping.is_set():
+            self.outbox.send(events.subscription_closed(sub.thread_id, error))
         return False
 
     def _broken(self, sub: Subscription, reason: str) -> None:
         """The Core closed or broke the stream; silent if the host closed it itself."""
-        if sub.closed_by_host or self.relay.stopping.is_set():
+        if sub.closed_by_host or self.stopping.is_set():
             return
         self._close(sub)
         error = events.stream_error(
@@ -343,16 +327,15 @@ class Subscriptions:
         )
         log.info("stream %s closed by the Core: %s", sub.thread_id, reason)
         if sub.current:
-            self.relay.outbox.send(events.subscription_closed(sub.thread_id, error))
+            self.outbox.send(events.subscription_closed(sub.thread_id, error))
         else:
-            self.relay.outbox.send(events.synthetic_error_event(sub.thread_id, error))
+            self.outbox.send(events.synthetic_error_event(sub.thread_id, error))
 
     def _close(self, sub: Subscription) -> None:
         sub.closed_by_host = True
         self._remove(sub)
-        if sub.sock is not None:
-            self.relay.registry.discard(sub.sock)
-            close_socket(sub.sock)
+        if sub.connection is not None:
+            sub.connection.close()
 
 
 def _is_thread_event(value: Any) -> bool:
@@ -361,17 +344,3 @@ def _is_thread_event(value: Any) -> bool:
         and value.get("type") == "thread_event"
         and isinstance(value.get("event"), dict)
     )
-
-
-def _as_subscribe_error(error: HostError) -> HostError:
-    """Host errors of a duplicate's `thread_snapshot` carry stage `subscribe` (spec 9.3),
-    except the discovery/launch stages, which say where the Core was not found."""
-    keep = {
-        errors.STAGE_DISCOVER_CORE,
-        errors.STAGE_CONNECT_CORE,
-        errors.STAGE_LAUNCH_DESKTOP,
-        errors.STAGE_READ_LAUNCH_CONFIG,
-        errors.STAGE_SPAWN_DESKTOP_APP,
-        errors.STAGE_WAIT_FOR_CORE_RUNTIME,
-    }
-    return error if error.stage in keep else error.restaged(errors.STAGE_SUBSCRIBE)

@@ -131,3 +131,16 @@ def wait_until() -> Callable[..., bool]:
         return predicate()
 
     return wait
+
+
+@pytest.fixture
+def host_log(tmp_path: Path) -> Iterator[Callable[[], str]]:
+    """The host's own log, set up in-process under tmp_path; returns a reader of its text."""
+    from native_host import logs
+
+    directory = tmp_path / "host-log"
+    logs.setup("info", {"PEDELEC_NATIVE_HOST_LOG_DIR": str(directory)})
+    try:
+        yield lambda: "".join(p.read_text() for p in sorted(directory.glob("*.log*")))
+    finally:
+        logs.close()

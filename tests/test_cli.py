@@ -37,7 +37,7 @@ def test_a_relay_start_imports_no_subcommand_and_no_pydantic() -> None:
         "import sys\n"
         "import native_host.relay, native_host.config, native_host.logs, native_host.origins\n"
         "heavy = [m for m in ('pydantic', 'native_host.devcore', 'native_host.install',\n"
-        "         'native_host.launcher', 'native_host.policy', 'native_host.subscriptions')\n"
+        "         'native_host.launch', 'native_host.policy', 'native_host.subscriptions')\n"
         "         if m in sys.modules]\n"
         "print(','.join(heavy))\n"
     )

@@ -70,13 +70,15 @@ def test_missing_file_and_dead_pid(tmp_path: Path) -> None:
     assert read_runtime(tmp_path).pid == os.getpid()
 
 
-def test_no_home_at_all_is_ipc_unavailable_not_a_launch() -> None:
-    from native_host.core.client import ConnectionRegistry, CoreClient
+def test_no_home_at_all_is_ipc_unavailable_not_a_launch(monkeypatch: pytest.MonkeyPatch) -> None:
+    from native_host.config import HostConfig
     from native_host.errors import HostError
+    from native_host.gateway import Attempt, CoreGateway
 
-    client = CoreClient(None, 2000, True, ConnectionRegistry())
+    monkeypatch.setattr(os.path, "expanduser", lambda path: path)  # no passwd entry either
+    gateway = CoreGateway(HostConfig(), {})  # no HOME, no PEDELEC_HOME
     with pytest.raises(HostError) as caught:
-        client.connect()
+        gateway.request(Attempt(), {"requestId": "r", "type": "ping", "payload": {}}, 1000)
     assert caught.value.code == "IPC_UNAVAILABLE"
     assert caught.value.message == "cannot resolve user home directory for runtime.json"
     assert caught.value.stage == "discover_core"

@@ -9,12 +9,12 @@ import struct
 
 import pytest
 
+from native_host.codec import encode as encode_message
 from native_host.framing import (
     MAX_FRAME_BYTES,
     FrameTooLargeError,
     FrameWriter,
     OversizeFrame,
-    encode_message,
     read_frame,
     recover_request_id,
 )
@@ -50,7 +50,8 @@ def test_oversize_frame_is_drained_and_the_next_frame_is_readable() -> None:
     body = b'{"message":"' + b"x" * (MAX_FRAME_BYTES + 10) + tail
     stream = io.BytesIO(frame(body) + frame(b'{"next":true}'))
     result = read_frame(stream)
-    assert result == OversizeFrame(size=len(body), request_id="req_huge", trusted=True)
+    assert isinstance(result, OversizeFrame)
+    assert (result.size, result.request_id, result.trusted) == (len(body), "req_huge", True)
     assert read_frame(stream) == b'{"next":true}'
 
 
@@ -60,7 +61,9 @@ def test_oversize_frame_cut_short_by_eof_is_a_shutdown() -> None:
 
 def test_length_beyond_what_chrome_can_send_is_untrusted_and_not_read() -> None:
     stream = io.BytesIO(frame(b"whatever", declared=67_108_865))
-    assert read_frame(stream) == OversizeFrame(size=67_108_865, request_id="", trusted=False)
+    result = read_frame(stream)
+    assert isinstance(result, OversizeFrame)
+    assert (result.size, result.request_id, result.trusted) == (67_108_865, "", False)
     assert stream.read() == b"whatever"
 
 
@@ -94,7 +97,8 @@ def test_encoding_refuses_non_finite_numbers() -> None:
 def test_writer_writes_whole_frames_and_refuses_oversize() -> None:
     read_fd, write_fd = os.pipe()
     writer = FrameWriter(write_fd)
-    assert writer.write({"type": "response", "requestId": "r", "ok": True, "result": {}})
+    response = {"type": "response", "requestId": "r", "ok": True, "result": {}}
+    assert writer.write_body(encode_message(response))
     with pytest.raises(FrameTooLargeError):
         writer.write_body(b"x" * (MAX_FRAME_BYTES + 1))
     os.close(write_fd)
@@ -110,10 +114,9 @@ def test_writer_reports_a_closed_browser_once_and_then_drops_frames() -> None:
     os.close(read_fd)
     calls: list[int] = []
     writer = FrameWriter(write_fd, on_broken=lambda: calls.append(1))
-    assert not writer.write({"a": 1})
-    assert not writer.write({"a": 2})
+    assert not writer.write_body(b'{"a":1}')
+    assert not writer.write_body(b'{"a":2}')
     assert calls == [1]
-    assert writer.closed
     os.close(write_fd)
 
 
@@ -134,7 +137,7 @@ def test_claimed_stdout_receives_only_frames() -> None:
         "print('stray print')\n"
         "os.write(1, b'stray fd write\\n')\n"
         "subprocess.run([sys.executable, '-c', 'print(\"stray child\")'])\n"
-        "FrameWriter(fd).write({'ok': True})\n"
+        "FrameWriter(fd).write_body(b'{\"ok\":true}')\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, timeout=30, check=True

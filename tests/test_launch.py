@@ -28,10 +28,11 @@ import pytest
 
 from native_host import errors
 from native_host.config import HostConfig, load_config
-from native_host.core.client import ConnectionRegistry, CoreClient, encode_line
 from native_host.errors import HostError
 from native_host.hostproc import HostProcess, default_host_command
-from native_host.launcher import Launcher, child_environment
+from native_host.gateway import CoreGateway
+from native_host.launch.launcher import Launcher
+from native_host.launch.spawn import child_environment
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="the fake Desktop is a #! script")
 
@@ -100,7 +101,7 @@ class LaunchWorld:
             "PYTHONPATH": str(REPO),
         }
         self.procs: list[subprocess.Popen[Any]] = []
-        self.registry = ConnectionRegistry()
+        self.gateways: list[CoreGateway] = []
         # Success paths return as soon as a Core answers: a long timeout costs nothing and
         # absorbs a starved dev Core start on a loaded machine.
         self.config = HostConfig(launch_timeout_ms=30_000, connect_timeout_ms=1000)
@@ -159,24 +160,19 @@ class LaunchWorld:
         return proc
 
     # --- the code under test ----------------------------------------------------------
-    def client(self, config: HostConfig | None = None) -> CoreClient:
-        config = config or self.config
-        return CoreClient(
-            self.home, config.connect_timeout_ms, config.check_runtime_pid, self.registry
-        )
+    def gateway(self, config: HostConfig | None = None) -> CoreGateway:
+        gateway = CoreGateway(config or self.config, self.env)
+        self.gateways.append(gateway)
+        return gateway
 
     def launcher(
         self,
         config: HostConfig | None = None,
         is_shutting_down: Callable[[], bool] = lambda: False,
     ) -> Launcher:
+        """The launcher as the host builds it: readiness is the gateway's verified ping."""
         config = config or self.config
-        return Launcher(
-            config=config,
-            env=self.env,
-            client=self.client(config),
-            is_shutting_down=is_shutting_down,
-        )
+        return Launcher(config, self.env, self.gateway(config).probe, is_shutting_down)
 
     def run_launcher_process(self, go_file: Path, **env: str) -> subprocess.Popen[str]:
         proc = subprocess.Popen(
@@ -203,15 +199,11 @@ class LaunchWorld:
 
     def ping(self) -> bool:
         """Does a Core answer a ping through `runtime.json` right now?"""
-        client = self.client()
         try:
-            sock = client.connect()
-            reply = client.exchange(
-                sock, encode_line({"requestId": "t", "type": "ping", "payload": {}}), 2000
-            )
+            self.gateway().ping(2.0)
         except Exception:
             return False
-        return reply.get("ok") is True
+        return True
 
     def lock_is_free(self) -> bool:
         import fcntl
@@ -226,7 +218,8 @@ class LaunchWorld:
         return True
 
     def close(self) -> None:
-        self.registry.close_all()
+        for gateway in self.gateways:
+            gateway.close_all()
         pids = [e["pid"] for e in self.launches(include_manual=True)]
         pids += [p.pid for p in self.procs]
         for pid in pids:
@@ -516,7 +509,7 @@ def test_concurrent_callers_share_one_launch(world: LaunchWorld) -> None:
 def test_concurrent_callers_share_one_failure(world: LaunchWorld) -> None:
     app = world.write_app(mode="never", delay_s=0)
     world.write_launch_config(app)
-    launcher = world.launcher(world.config._replace(launch_timeout_ms=SHORT_TIMEOUT_MS))
+    launcher = world.launcher(world.config.replace(launch_timeout_ms=SHORT_TIMEOUT_MS))
     results: list[HostError] = []
     lock = threading.Lock()
 
@@ -579,7 +572,7 @@ def test_lock_held_elsewhere_and_no_core(world: LaunchWorld) -> None:
         fcntl.flock(fd, fcntl.LOCK_EX)
         started = time.monotonic()
         err = launch_error(
-            world.launcher(world.config._replace(launch_timeout_ms=SHORT_TIMEOUT_MS))
+            world.launcher(world.config.replace(launch_timeout_ms=SHORT_TIMEOUT_MS))
         )
         elapsed = time.monotonic() - started
     finally:
@@ -604,7 +597,7 @@ def test_app_never_ready_times_out(world: LaunchWorld, mode: str) -> None:
     app = world.write_app(mode=mode, delay_s=0)
     world.write_launch_config(app)
     config = load_config({**world.env, "PEDELEC_LAUNCH_TIMEOUT_MS": str(SHORT_TIMEOUT_MS)})
-    config = config._replace(connect_timeout_ms=500)
+    config = config.replace(connect_timeout_ms=500)
     started = time.monotonic()
     err = launch_error(world.launcher(config))
     elapsed = time.monotonic() - started
@@ -634,7 +627,7 @@ def test_stale_runtime_json_means_launch(world: LaunchWorld, stale: str) -> None
             squatter.bind(("127.0.0.1", 0))
             squatter.listen(8)
             write_runtime(world.home, squatter.getsockname()[1], os.getpid())
-        ensure(world.launcher(world.config._replace(connect_timeout_ms=500)))
+        ensure(world.launcher(world.config.replace(connect_timeout_ms=500)))
     assert len(world.launches()) == 1
     assert world.ping()
 

@@ -18,7 +18,7 @@ class DevCoreSettings(BaseModel):
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
-    home: Path = Field(default_factory=pedelec_home)
+    home: Path = Field(default_factory=lambda: Path(pedelec_home()))
     """The Pedelec home: `runtime.json` goes here, the dev Core's own files under `dev-core/`."""
     generation: Generation = "current"
     port: int = Field(default=0, ge=0, le=65535)

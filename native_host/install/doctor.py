@@ -351,7 +351,7 @@ class Doctor:
     def check_core(self) -> None:
         """runtime.json, a Core ping, app-launch.json: the last decides how bad a dead
         Core is (the host starts Pedelec Desktop itself when it can)."""
-        home = paths.pedelec_home(self.env)
+        home = Path(paths.pedelec_home(self.env))
         runtime, runtime_finding = _runtime_finding(home)
         self.add(runtime_finding)
         launch = _launch_finding(self.env)
@@ -555,10 +555,10 @@ _VIOLATIONS = {
 
 
 def _launch_finding(env: Mapping[str, str]) -> Finding:
-    from native_host import launcher
     from native_host.errors import HostError
+    from native_host.launch import config as launcher
 
-    path = paths.pedelec_home(env) / paths.LAUNCH_CONFIG_FILE
+    path = Path(paths.pedelec_home(env)) / paths.LAUNCH_CONFIG_FILE
     try:
         config = launcher.read_launch_config(path)
     except HostError as exc:
@@ -579,7 +579,7 @@ def _launch_finding(env: Mapping[str, str]) -> Finding:
 
 
 def _policy_finding(env: Mapping[str, str]) -> Finding:
-    path = paths.config_dir(env) / paths.POLICY_FILE
+    path = Path(paths.config_dir(env)) / paths.POLICY_FILE
     hint = "fix the file or remove it (default: mode extension)"
     error = "ORIGIN_NOT_APPROVED (policy_invalid) for every page request"
     try:
@@ -618,7 +618,7 @@ def _policy_finding(env: Mapping[str, str]) -> Finding:
 def _config_finding(env: Mapping[str, str]) -> Finding:
     from native_host.config import load_config
 
-    path = paths.config_dir(env) / paths.CONFIG_FILE
+    path = Path(paths.config_dir(env)) / paths.CONFIG_FILE
     config = load_config(env)
     if config.problems:
         return Finding(
@@ -635,7 +635,7 @@ def _config_finding(env: Mapping[str, str]) -> Finding:
 
 
 def _log_finding(env: Mapping[str, str]) -> Finding:
-    directory = paths.log_dir(env)
+    directory = Path(paths.log_dir(env))
     if not directory.exists():
         return Finding(Status.OK, "logs", "log location", f"{directory} (created on first start)")
     if not os.access(directory, os.W_OK):

@@ -122,7 +122,7 @@ class InstallRecord(CamelModel):
 
 
 def record_path(env: Mapping[str, str]) -> Path:
-    return paths.install_record_dir(env) / RECORD_FILE
+    return Path(paths.install_record_dir(env)) / RECORD_FILE
 
 
 def load_record(path: Path) -> InstallRecord | None:
@@ -341,7 +341,7 @@ def _host_path(options: InstallOptions, ctx: Environment) -> tuple[str, FileWrit
     if ctx.frozen:
         return ctx.executable, None
     if options.scope is Scope.USER:
-        directory = paths.install_record_dir(ctx.env)
+        directory = Path(paths.install_record_dir(ctx.env))
     else:
         directory = as_local(locations.launcher_dir(ctx.platform, ctx.env, ctx.home, Scope.SYSTEM))
     name = WINDOWS_LAUNCHER if ctx.os is Os.WIN32 else LAUNCHER_NAMES[ctx.os]
@@ -361,7 +361,7 @@ def plan_install(options: InstallOptions, ctx: Environment) -> Plan:
         except ValueError as exc:
             raise InstallError(str(exc)) from exc
     warnings: list[str] = []
-    config_path = paths.config_dir(ctx.env) / paths.CONFIG_FILE
+    config_path = Path(paths.config_dir(ctx.env)) / paths.CONFIG_FILE
     config = _read_config(config_path)
     existing_ids = _config_ids(config, warnings)
     added = [i for i in dict.fromkeys(new_ids) if i not in existing_ids]

@@ -1,4 +1,4 @@
-"""Run `Launcher.ensure_running()` in a process of its own, as one host process would.
+"""Run the gateway's `launcher.ensure_running()` in a process of its own, as one host process would.
 
 Usage: python run_launcher.py GO_FILE. Waits for GO_FILE to exist (so several
 processes start at the same moment), then prints one JSON line: `{"ok":true}` or the
@@ -12,28 +12,21 @@ import os
 import sys
 import time
 
-from native_host import paths
 from native_host.config import load_config
-from native_host.core.client import ConnectionRegistry, CoreClient
 from native_host.errors import HostError
-from native_host.launcher import Launcher
+from native_host.gateway import CoreGateway
 
 
 def main() -> None:
     env = dict(os.environ)
     config = load_config(env)
-    client = CoreClient(
-        paths.pedelec_home(env),
-        config.connect_timeout_ms,
-        config.check_runtime_pid,
-        ConnectionRegistry(),
-    )
+    gateway = CoreGateway(config, env)
     go = sys.argv[1]
     print(json.dumps({"waiting": os.getpid()}), flush=True)
     while not os.path.exists(go):
         time.sleep(0.002)
     try:
-        Launcher(config=config, env=env, client=client).ensure_running()
+        gateway.launcher.ensure_running()
     except HostError as exc:
         print(json.dumps(exc.to_error()), flush=True)
     else:

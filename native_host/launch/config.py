@@ -1,0 +1,115 @@
+"""`app-launch.json`: how Pedelec Desktop says it can be started (spec 4.1, 4.3, 7.14 step 5).
+
+The host and `doctor` both read it here. The file is read through the one trusted
+reader (no symlink, regular file, the user's own, not writable by others, bounded),
+validated as the Desktop validates it, and the executable it names must be safe to run.
+Launches are rare, so pydantic is imported only here.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+from collections.abc import Mapping
+
+from native_host import errors, files, paths
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+BACKGROUND_ARGS = ("--background",)
+LAUNCH_CONFIG_VERSION = 1
+MAX_LAUNCH_CONFIG_BYTES = 65_536
+IS_WINDOWS = sys.platform == "win32"
+WRITABLE_BY_OTHERS = stat.S_IWGRP | stat.S_IWOTH
+"""POSIX mode bits that make an executable unsafe to start (spec 7.14 step 5)."""
+
+REASON_UNREADABLE = "cannot read launch config"
+REASON_NOT_JSON = "launch config is not valid JSON"
+REASON_INVALID = "invalid launch config"
+
+
+class LaunchConfig:
+    """A validated `app-launch.json`."""
+
+    __slots__ = ("background_args", "executable_path", "path")
+
+    def __init__(self, path: str, executable_path: str, background_args: tuple[str, ...]):
+        self.path = path
+        self.executable_path = executable_path
+        self.background_args = background_args
+
+    @property
+    def argv(self) -> list[str]:
+        return [self.executable_path, *self.background_args]
+
+
+def _unavailable(**details: Any) -> errors.HostError:
+    return errors.HostError(
+        errors.CORE_RUNTIME_UNAVAILABLE,
+        errors.MSG_APP_NOT_RUNNING,
+        errors.STAGE_READ_LAUNCH_CONFIG,
+        **details,
+    )
+
+
+def launch_config_path(env: Mapping[str, str]) -> str:
+    """Absolute path of `app-launch.json`; IPC_UNAVAILABLE when no home can be found."""
+    try:
+        home = paths.pedelec_home(env)
+    except (RuntimeError, KeyError, OSError):
+        raise errors.HostError(
+            errors.IPC_UNAVAILABLE,
+            errors.MSG_LAUNCH_HOME_UNRESOLVABLE,
+            errors.STAGE_READ_LAUNCH_CONFIG,
+        ) from None
+    return os.path.abspath(os.path.join(home, paths.LAUNCH_CONFIG_FILE))
+
+
+def read_launch_config(path: str | os.PathLike[str]) -> LaunchConfig:
+    """Read and validate `app-launch.json` as the Desktop does (spec 4.1), plus this
+    host's checks (7.14 step 5). Raises HostError with the §4.3 details."""
+    where = os.fspath(path)
+    try:
+        raw = files.read_trusted(where, MAX_LAUNCH_CONFIG_BYTES)
+    except files.FileRefusedError as exc:
+        extra = {} if exc.reason in (files.MISSING, files.UNREADABLE) else {"violation": exc.reason}
+        raise _unavailable(
+            reason=REASON_UNREADABLE, detail=exc.explanation, launchConfigPath=where, **extra
+        ) from None
+    from pydantic import ValidationError
+
+    from native_host.models import LaunchConfigFile
+
+    try:
+        parsed = LaunchConfigFile.model_validate_json(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(part) for part in first["loc"])
+        detail = f"{field}: {first['msg']}" if field else first["msg"]
+        raise _unavailable(reason=REASON_NOT_JSON, detail=detail, launchConfigPath=where) from None
+
+    def invalid(violation: str) -> errors.HostError:
+        return _unavailable(
+            reason=REASON_INVALID,
+            detail=parsed.executable_path,
+            launchConfigPath=where,
+            violation=violation,
+        )
+
+    if parsed.version != LAUNCH_CONFIG_VERSION:
+        raise invalid("version")
+    executable = parsed.executable_path
+    try:
+        info = os.stat(executable) if os.path.isabs(executable) else None
+    except (OSError, ValueError):
+        info = None
+    if info is None or not stat.S_ISREG(info.st_mode):
+        raise invalid("executablePath")
+    if tuple(parsed.background_args) != BACKGROUND_ARGS:
+        raise invalid("backgroundArgs")
+    if not IS_WINDOWS and info.st_mode & WRITABLE_BY_OTHERS:
+        raise invalid("executablePermissions")
+    return LaunchConfig(where, executable, tuple(parsed.background_args))
