@@ -1,6 +1,8 @@
-"""Seeded random input through the real host: every frame gets exactly one answer and
-the host keeps serving (spec 1.4, 7.12: "a failure in one request yields an error reply
-for that request and never ends the process")."""
+"""Seeded random input through the real host: every frame gets exactly one answer, none
+of them the "internal error" safety net, and the host keeps serving (spec 1.4, 7.12: "a
+failure in one request yields an error reply for that request and never ends the
+process"). The values include what parses but cannot be relayed (lone surrogates,
+numbers beyond a double), the inputs that once reached the safety net."""
 
 from __future__ import annotations
 
@@ -8,11 +10,17 @@ import json
 import random
 from typing import Any
 
+from native_host.errors import MSG_INTERNAL
 from native_host.messages import HOST_LOCAL_TYPES, RELAY_RULES
 from tests.conftest import HostWorld
 
 TYPES = [*RELAY_RULES, *HOST_LOCAL_TYPES, "tool_call", "Ping", "", " ", "x" * 300]
-VALUES: list[Any] = [None, True, 0, -1, 1.5, "", " ", "null", "t000001", [], {}, {"a": [1]}]
+HUGE = "__huge_number__"
+"""Written into the body as `1e400` (json.dumps cannot write it)."""
+VALUES: list[Any] = [
+    *(None, True, 0, -1, 1.5, "", " ", "null", "t000001", [], {}, {"a": [1]}),
+    *("\ud800", "x\udfffy", "\ud83d\ude00", HUGE, 10**400, -0.0, 2**64),
+]
 ORIGINS = ["https://app.example.com", "http://evil.example.com", "HTTPS://A.B", "null", 5, None]
 
 
@@ -25,13 +33,28 @@ def random_value(rng: random.Random, depth: int = 0) -> Any:
     return {rng.choice(["threadId", "message", "x", "requestId"]): random_value(rng, depth + 1)}
 
 
+def answerable_id(value: Any) -> str | None:
+    """Spec 1.4 step 3: a non-blank string requestId is echoed, if it is valid Unicode."""
+    if not isinstance(value, dict) or not isinstance(value.get("requestId"), str):
+        return None
+    request_id: str = value["requestId"]
+    if not request_id.strip() or any(0xD800 <= ord(c) <= 0xDFFF for c in request_id):
+        return None
+    return request_id
+
+
+def dump(value: Any) -> bytes:
+    return json.dumps(value).replace(f'"{HUGE}"', "1e400").encode()
+
+
 def random_body(rng: random.Random, index: int) -> tuple[bytes, str | None]:
     """A frame body and the requestId the answer must carry (None: "" or unknown)."""
     roll = rng.random()
     if roll < 0.15:
         return rng.randbytes(rng.randrange(0, 64)), None
     if roll < 0.3:
-        return json.dumps(random_value(rng)).encode(), None
+        value = random_value(rng)
+        return dump(value), answerable_id(value)
     message: dict[str, Any] = {"type": rng.choice(TYPES), "requestId": f"f{index}"}
     for _ in range(rng.randrange(4)):
         message[rng.choice(["threadId", "message", "path", "payload", "skills"])] = random_value(
@@ -41,7 +64,7 @@ def random_body(rng: random.Random, index: int) -> tuple[bytes, str | None]:
         message["callerOrigin"] = rng.choice(ORIGINS)
     if message["type"] == "subscribe_thread":
         message["threadId"] = rng.choice(["", " ", 5, None])
-    return json.dumps(message).encode(), f"f{index}"
+    return dump(message), f"f{index}"
 
 
 def test_random_frames_each_get_one_answer_and_the_host_survives(world: HostWorld) -> None:
@@ -49,12 +72,14 @@ def test_random_frames_each_get_one_answer_and_the_host_survives(world: HostWorl
     host = world.start_host(PEDELEC_CORE_RESPONSE_TIMEOUT_MS="3000")
     rng = random.Random(20261130)
     expected_ids: list[str | None] = []
-    for index in range(300):
+    for index in range(1000):
         body, request_id = random_body(rng, index)
         host.send_body(body)
         expected_ids.append(request_id)
     answers = [host.read(timeout=30) for _ in expected_ids]
     assert all(a["type"] == "response" for a in answers), answers
+    internal = [a for a in answers if a.get("error", {}).get("message") == MSG_INTERNAL]
+    assert internal == []
     known = sorted(a["requestId"] for a in answers if a["requestId"])
     assert known == sorted(i for i in expected_ids if i is not None)
     assert host.request({"type": "ping", "requestId": "alive"})["ok"]

@@ -29,8 +29,8 @@ import pytest
 from native_host import errors
 from native_host.config import HostConfig, load_config
 from native_host.errors import HostError
-from native_host.hostproc import HostProcess, default_host_command
 from native_host.gateway import CoreGateway
+from native_host.hostproc import HostProcess, default_host_command
 from native_host.launch.launcher import Launcher
 from native_host.launch.spawn import child_environment
 
@@ -571,9 +571,7 @@ def test_lock_held_elsewhere_and_no_core(world: LaunchWorld) -> None:
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         started = time.monotonic()
-        err = launch_error(
-            world.launcher(world.config.replace(launch_timeout_ms=SHORT_TIMEOUT_MS))
-        )
+        err = launch_error(world.launcher(world.config.replace(launch_timeout_ms=SHORT_TIMEOUT_MS)))
         elapsed = time.monotonic() - started
     finally:
         os.close(fd)

@@ -478,3 +478,41 @@ def test_too_many_events_before_the_response_fail_the_setup(world: HostWorld) ->
         "details": {"stage": "subscribe", "error": "too many events before subscribe response"},
     }
     assert core.closed.wait(5)
+
+
+def test_a_duplicate_whose_stream_dies_during_its_snapshot_reaches_the_core_once(
+    world: HostWorld, wait_until: Any
+) -> None:
+    """Spec 7.5 over 9.3: once the duplicate's `thread_snapshot` was written, the host
+    never sends a `subscribe_thread` for it too, even though its key died meanwhile."""
+    core = world.start_core("current", delay_ms={"thread_snapshot": 800})
+    host = world.start_host()
+    thread_id = create_and_subscribe(host)
+    host.send(
+        {"type": "subscribe_thread", "requestId": "dup", "threadId": thread_id, "callerOrigin": APP}
+    )
+
+    def sent_for_dup() -> list[str]:
+        return [
+            r.envelope["type"] for r in core.record if (r.envelope or {}).get("requestId") == "dup"
+        ]
+
+    assert wait_until(lambda: sent_for_dup() == ["thread_snapshot"])
+    core.close_streams(thread_id)
+    closed, _ = host.read_until(lambda m: m.get("type") == "thread_subscription_closed")
+    assert closed["threadId"] == thread_id
+    answer = host.response("dup", timeout=10)
+    assert answer["ok"] is False
+    assert answer["error"]["code"] == "CORE_RUNTIME_UNAVAILABLE"
+    assert answer["error"]["details"]["stage"] == "subscribe"
+    assert host.no_frame_within(1.0)
+    assert sent_for_dup() == ["thread_snapshot"]
+    again = host.request(
+        {
+            "type": "subscribe_thread",
+            "requestId": "fresh",
+            "threadId": thread_id,
+            "callerOrigin": APP,
+        }
+    )
+    assert again["ok"] and "duplicate" not in again["result"], again
