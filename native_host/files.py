@@ -75,7 +75,7 @@ def _user_ids() -> frozenset[int]:
     return frozenset({os.geteuid(), 0})
 
 
-def _private_group(gid: int) -> bool:
+def is_private_group(gid: int) -> bool:
     """A user-private group (Debian and Ubuntu give each user one, with umask 002): the
     user's own primary group with no other member, so its write bit lets nobody else in.
     The same exception Debian's OpenSSH makes to StrictModes."""
@@ -101,7 +101,7 @@ def check_stat(path: str, info: os.stat_result, directory: bool = False) -> None
     if directory and info.st_mode & stat.S_ISVTX:
         return  # sticky: others cannot replace or rename what is ours inside it
     if info.st_mode & stat.S_IWOTH or (
-        info.st_mode & stat.S_IWGRP and not _private_group(info.st_gid)
+        info.st_mode & stat.S_IWGRP and not is_private_group(info.st_gid)
     ):
         raise FileRefusedError(path, DIR_WRITABLE if directory else WRITABLE)
 

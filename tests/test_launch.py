@@ -13,6 +13,7 @@ import contextlib
 import importlib.util
 import json
 import os
+import shutil
 import signal
 import socket
 import stat
@@ -384,20 +385,35 @@ def test_invalid_launch_config_is_refused(
     assert world.launches() == []
 
 
+def foreign_group() -> int:
+    """A group that is not the user's private one (chgrp to it needs root, as in CI)."""
+    return next(g for g in (50, 65534, 100) if g != os.getegid())
+
+
 @pytest.mark.parametrize(
-    ("bits", "via_symlink"),
-    [(0o775, False), (0o757, False), (0o777, False), (0o775, True)],
+    ("bits", "via_symlink", "chgrp"),
+    [
+        (0o775, False, True),
+        (0o757, False, False),
+        (0o777, False, False),
+        (0o775, True, True),
+    ],
     ids=["group-writable", "other-writable", "world-writable", "symlink-to-group-writable"],
 )
-def test_writable_executable_is_refused(world: LaunchWorld, bits: int, via_symlink: bool) -> None:
+def test_writable_executable_is_refused(
+    world: LaunchWorld, bits: int, via_symlink: bool, chgrp: bool
+) -> None:
     app = world.write_app()
     app.chmod(bits)
+    if chgrp:
+        os.chown(app, -1, foreign_group())
     named = app
     if via_symlink:
         named = world.root / "app-link"
         named.symlink_to(app)
     config_path = world.write_launch_config(named)
     err = launch_error(world.launcher())
+    assert err.details.pop("error") == f"{app} (the executable) is writable by other users"
     assert err.details == {
         "stage": "read_launch_config",
         "reason": "invalid launch config",
@@ -406,6 +422,75 @@ def test_writable_executable_is_refused(world: LaunchWorld, bits: int, via_symli
         "violation": "executablePermissions",
     }
     assert world.launches() == []
+
+
+def test_group_write_by_the_users_private_group_is_harmless(world: LaunchWorld) -> None:
+    """Debian and Ubuntu give each user a private group and umask 002: an app saved
+    there is 0775 and must still start (the exception Debian's OpenSSH makes too)."""
+    app = world.write_app()
+    app.chmod(0o775)
+    os.chown(app, -1, os.getegid())
+    world.write_launch_config(app)
+    ensure(world.launcher())
+    assert len(world.launches()) == 1
+
+
+def test_an_executable_in_a_directory_others_can_write_is_refused(world: LaunchWorld) -> None:
+    app = world.write_app()
+    app.parent.chmod(0o777)  # not sticky: anybody may replace the app inside it
+    world.write_launch_config(app)
+    err = launch_error(world.launcher())
+    assert err.details["violation"] == "executableDirectory"
+    assert (
+        err.details["error"] == f"{app.parent} (a directory on the way) is writable by other users"
+    )
+    assert world.launches() == []
+
+
+def test_a_script_whose_interpreter_others_can_write_is_refused(world: LaunchWorld) -> None:
+    interpreter = world.root / "python-copy"
+    interpreter.symlink_to(sys.executable)
+    tool = world.root / "tools"
+    tool.mkdir()
+    shared = tool / "python"
+    shutil.copy(sys.executable, shared)
+    shared.chmod(0o777)
+    app = world.write_app()
+    app.write_text(app.read_text().replace("#!/usr/bin/env python3", f"#!{shared}", 1))
+    world.write_launch_config(app)
+    err = launch_error(world.launcher())
+    assert err.details["violation"] == "interpreter"
+    assert "the script's interpreter" in err.details["error"]
+    assert world.launches() == []
+
+
+def test_what_runs_is_the_file_that_was_checked(world: LaunchWorld, tmp_path: Path) -> None:
+    """The checked file is executed through its descriptor: replacing the path after the
+    check (a rename by whoever can write there) does not change what starts."""
+    from native_host.launch import trust
+    from native_host.launch.spawn import spawn_detached
+
+    checked_ran = tmp_path / "checked-ran"
+    payload_ran = tmp_path / "payload-ran"
+    program_path = tmp_path / "bin" / "app"
+    program_path.parent.mkdir()
+    shutil.copy("/usr/bin/touch", program_path)  # a binary: executed through its descriptor
+    program = trust.open_trusted(str(program_path), world.env)
+    payload = tmp_path / "bin" / "payload"
+    payload.write_text(f"#!/bin/sh\ntouch {payload_ran}\n")
+    payload.chmod(0o755)
+    os.replace(payload, program_path)
+    argv = [str(program_path), str(checked_ran)]
+    try:
+        pid = spawn_detached(program, argv, str(tmp_path), dict(world.env))
+    finally:
+        program.close()
+    deadline = time.monotonic() + 10
+    while not checked_ran.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert pid > 0
+    assert checked_ran.exists()
+    assert not payload_ran.exists()
 
 
 # --- launching --------------------------------------------------------------------------
@@ -633,12 +718,22 @@ def test_stale_runtime_json_means_launch(world: LaunchWorld, stale: str) -> None
 # --- failures and lifetime ------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    "content", ["#!/nonexistent/interpreter\n", "\x7fELF not really\n"], ids=["shebang", "format"]
-)
-def test_spawn_failure(world: LaunchWorld, content: str) -> None:
+def test_a_script_whose_interpreter_is_missing_is_refused_before_spawning(
+    world: LaunchWorld,
+) -> None:
     app = world.root / "broken-app"
-    app.write_text(content)
+    app.write_text("#!/nonexistent/interpreter\n")
+    app.chmod(0o755)
+    world.write_launch_config(app)
+    err = launch_error(world.launcher())
+    assert (err.details["stage"], err.details["violation"]) == ("read_launch_config", "interpreter")
+    assert "/nonexistent cannot be read" in err.details["error"]
+    assert world.lock_is_free()
+
+
+def test_spawn_failure(world: LaunchWorld) -> None:
+    app = world.root / "broken-app"
+    app.write_text("\x7fELF not really\n")
     app.chmod(0o755)
     config_path = world.write_launch_config(app)
     err = launch_error(world.launcher())

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import os
 import stat
-import sys
 from collections.abc import Mapping
 
 from native_host import errors, files, paths
+from native_host.launch import trust
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -22,9 +22,6 @@ if TYPE_CHECKING:
 BACKGROUND_ARGS = ("--background",)
 LAUNCH_CONFIG_VERSION = 1
 MAX_LAUNCH_CONFIG_BYTES = 65_536
-IS_WINDOWS = sys.platform == "win32"
-WRITABLE_BY_OTHERS = stat.S_IWGRP | stat.S_IWOTH
-"""POSIX mode bits that make an executable unsafe to start (spec 7.14 step 5)."""
 
 REASON_UNREADABLE = "cannot read launch config"
 REASON_NOT_JSON = "launch config is not valid JSON"
@@ -68,9 +65,12 @@ def launch_config_path(env: Mapping[str, str]) -> str:
     return os.path.abspath(os.path.join(home, paths.LAUNCH_CONFIG_FILE))
 
 
-def read_launch_config(path: str | os.PathLike[str]) -> LaunchConfig:
+def read_launch_config(
+    path: str | os.PathLike[str], env: Mapping[str, str] = os.environ
+) -> LaunchConfig:
     """Read and validate `app-launch.json` as the Desktop does (spec 4.1), plus this
-    host's checks (7.14 step 5). Raises HostError with the §4.3 details."""
+    host's checks (7.14 step 5): the file itself and the program it names must be the
+    user's alone (launch/trust.py). Raises HostError with the §4.3 details."""
     where = os.fspath(path)
     try:
         raw = files.read_trusted(where, MAX_LAUNCH_CONFIG_BYTES)
@@ -110,6 +110,14 @@ def read_launch_config(path: str | os.PathLike[str]) -> LaunchConfig:
         raise invalid("executablePath")
     if tuple(parsed.background_args) != BACKGROUND_ARGS:
         raise invalid("backgroundArgs")
-    if not IS_WINDOWS and info.st_mode & WRITABLE_BY_OTHERS:
-        raise invalid("executablePermissions")
+    try:
+        trust.open_trusted(executable, env).close()
+    except trust.UntrustedProgramError as exc:
+        raise _unavailable(
+            reason=REASON_INVALID,
+            detail=executable,
+            launchConfigPath=where,
+            violation=exc.violation,
+            error=str(exc),
+        ) from None
     return LaunchConfig(where, executable, tuple(parsed.background_args))

@@ -14,6 +14,7 @@ import threading
 import time
 
 from native_host import errors, files, logs, paths
+from native_host.launch import trust
 from native_host.launch.config import launch_config_path, read_launch_config
 from native_host.launch.spawn import child_environment, spawn_cwd, spawn_detached
 
@@ -149,7 +150,7 @@ class Launcher:
     def _launch(self) -> None:
         """Read the launch config, spawn the app detached, wait for its Core's ping."""
         try:
-            launch = read_launch_config(launch_config_path(self.env))
+            launch = read_launch_config(launch_config_path(self.env), self.env)
         except errors.HostError as exc:
             log.info("launch config refused: %s", exc.details.get("reason"))
             raise
@@ -159,7 +160,19 @@ class Launcher:
 
         frozen = bool(getattr(sys, "frozen", False))
         try:
+            program = trust.open_trusted(launch.executable_path, self.env)
+        except trust.UntrustedProgramError as exc:  # changed since the config was read
+            raise _unavailable(
+                errors.STAGE_READ_LAUNCH_CONFIG,
+                reason="invalid launch config",
+                detail=launch.executable_path,
+                launchConfigPath=launch.path,
+                violation=exc.violation,
+                error=str(exc),
+            ) from None
+        try:
             pid = spawn_detached(
+                program,
                 launch.argv,
                 spawn_cwd(self.env, launch.executable_path),
                 child_environment(self.env, frozen),
@@ -172,6 +185,8 @@ class Launcher:
                 executablePath=launch.executable_path,
                 reason=str(exc) or repr(exc),
             ) from None
+        finally:
+            program.close()
         log.info("launched the desktop app in the background (pid %d)", pid)
         log.debug("desktop app executable: %s", launch.executable_path)
         self._wait_ready(time.monotonic())

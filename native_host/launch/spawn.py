@@ -17,6 +17,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     import subprocess
 
+    from native_host.launch.trust import TrustedProgram
+
 log = logs.get(__name__)
 
 IS_WINDOWS = sys.platform == "win32"
@@ -76,12 +78,13 @@ def _reset_windows_dll_directory() -> None:  # pragma: no cover - Windows only
 
 
 def _popen(
-    argv: Sequence[str], cwd: str, env: dict[str, str], flags: int
+    program: TrustedProgram, argv: Sequence[str], cwd: str, env: dict[str, str], flags: int
 ) -> subprocess.Popen[bytes]:
     import subprocess
 
     return subprocess.Popen(
         list(argv),
+        executable=program.exec_path,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -93,9 +96,12 @@ def _popen(
     )
 
 
-def spawn_detached(argv: Sequence[str], cwd: str, env: dict[str, str]) -> int:
-    """Start a process that outlives this host: own session (POSIX) or detached process
-    group outside our job (Windows), null stdio, no inherited fds. Returns its pid.
+def spawn_detached(
+    program: TrustedProgram, argv: Sequence[str], cwd: str, env: dict[str, str]
+) -> int:
+    """Start a checked program so that it outlives this host: own session (POSIX) or
+    detached process group outside our job (Windows), null stdio, no inherited fds but
+    the program's own descriptor where it is executed through it. Returns its pid.
 
     The child is never killed. A daemon thread reaps it so it never lingers as a zombie
     while the host lives; after the host exits, init (or the OS) does.
@@ -103,14 +109,16 @@ def spawn_detached(argv: Sequence[str], cwd: str, env: dict[str, str]) -> int:
     if IS_WINDOWS:  # pragma: no cover - Windows only
         _reset_windows_dll_directory()
         try:
-            proc = _popen(argv, cwd, env, WINDOWS_CREATION_FLAGS | CREATE_BREAKAWAY_FROM_JOB)
+            proc = _popen(
+                program, argv, cwd, env, WINDOWS_CREATION_FLAGS | CREATE_BREAKAWAY_FROM_JOB
+            )
         except OSError as exc:
             if getattr(exc, "winerror", None) != ERROR_ACCESS_DENIED:
                 raise
             log.info("job forbids breakaway; launching inside it")
-            proc = _popen(argv, cwd, env, WINDOWS_CREATION_FLAGS)
+            proc = _popen(program, argv, cwd, env, WINDOWS_CREATION_FLAGS)
     else:
-        proc = _popen(argv, cwd, env, 0)
+        proc = _popen(program, argv, cwd, env, 0)
     threading.Thread(
         target=_reap, args=(proc,), name=f"reap-desktop-{proc.pid}", daemon=True
     ).start()
