@@ -54,9 +54,12 @@ class HostWorld:
         self.cores.append(core)
         return core
 
-    def start_host(self, args: list[str] | None = None, **env: str) -> HostProcess:
+    def start_host(
+        self, args: list[str] | None = None, prefix: tuple[str, ...] = (), **env: str
+    ) -> HostProcess:
+        """The host as Chrome starts it; `prefix` wraps the command (e.g. `prlimit ...`)."""
         kwargs: dict[str, Any] = {} if args is None else {"args": args}
-        host = HostProcess(host_command(), env={**self.env, **env}, **kwargs)
+        host = HostProcess([*prefix, *host_command()], env={**self.env, **env}, **kwargs)
         self.hosts.append(host)
         return host
 
