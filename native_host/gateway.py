@@ -316,7 +316,8 @@ class CoreGateway:
         try:
             return self._connect(self._discover())
         except CoreUnreachableError as first:
-            log.info("Core unreachable (%s); launching the desktop app", first.stage)
+            why = first.details.get("violation") or first.details.get("reason") or "refused"
+            log.info("Core unreachable (%s: %s); launching the desktop app", first.stage, why)
         self.launcher.ensure_running()
         try:
             return self._connect(self._discover())
