@@ -21,6 +21,7 @@ import threading
 import time
 
 from native_host import codec, errors, logs
+from native_host.core import peer
 from native_host.core.connection import (
     ConnectionRegistry,
     CoreConnection,
@@ -307,7 +308,27 @@ class CoreGateway:
         return connection
 
     def _verify_peer(self, connection: CoreConnection) -> None:
-        """Refuse a listener that is not the user's Core (docs/security.md)."""
+        """Refuse a listener that is not the user's Core (docs/security.md): another user
+        who binds a stale Core port must receive zero bytes. A refused Core counts as
+        down for the launch logic (the Desktop then starts a genuine one on a new port)."""
+        endpoint = connection.endpoint
+        try:
+            verdict = peer.verify_core_peer(
+                connection.sock, endpoint.pid, self.config.check_runtime_pid
+            )
+        except peer.PeerRefusedError as exc:
+            if exc.reason == peer.RESOURCES:
+                raise errors.resources_exhausted(errors.STAGE_VERIFY_CORE, exc.detail) from None
+            log.warning("refused the listener on %s: %s", endpoint.endpoint, exc.reason)
+            stage = (
+                errors.STAGE_CONNECT_CORE
+                if exc.reason == peer.CONNECTION_GONE
+                else (errors.STAGE_VERIFY_CORE)
+            )
+            raise CoreUnreachableError(
+                stage, reason=exc.explanation, violation=exc.reason, endpoint=endpoint.endpoint
+            ) from None
+        log.debug("core on %s verified (%s)", endpoint.endpoint, verdict)
 
     def _open(self, attempt: Attempt, stage: str | None) -> CoreConnection:
         """A verified connection, launching the Desktop once if the Core is down and

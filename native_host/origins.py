@@ -8,7 +8,6 @@ module imports only the standard library; `idna` is loaded for non-ASCII or `xn-
 from __future__ import annotations
 
 import re
-import unicodedata
 
 from native_host import OFFICIAL_EXTENSION_ID
 from native_host.errors import (
@@ -98,7 +97,7 @@ def _check_authority_chars(authority: str) -> None:
             raise InvalidOriginError(_FORBIDDEN_AUTHORITY_CHARS[char])
         if char.isspace():
             raise InvalidOriginError("whitespace is not allowed")
-        if unicodedata.category(char) == "Cc":
+        if ord(char) < 0x20 or 0x7F <= ord(char) <= 0x9F:  # Unicode category Cc
             raise InvalidOriginError("control characters are not allowed")
 
 

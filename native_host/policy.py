@@ -9,7 +9,6 @@ serialised across threads and processes, so a host and the CLI never lose an upd
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import os
 import threading
@@ -358,40 +357,47 @@ def _parse_policy(raw: bytes, path: str) -> Policy:
         raise _PolicyInvalid(
             f"{path}: line {exc.lineno} column {exc.colno}: not valid JSON: {exc.msg}"
         ) from None
-    return _policy_validator()(data, path)
+    return _validate(data, path)
 
 
-@functools.cache
-def _policy_validator() -> Callable[[object, str], Policy]:
-    """The pydantic schema, built on first use so that a missing file never imports pydantic."""
-    from pydantic import Field, ValidationError
+def _validate(data: object, path: str) -> Policy:
+    """The schema of `origins.json` (spec 7.11 c), every key optional; the first problem
+    found is named by where it is (`approved.0.approvedAt: missing`)."""
 
-    from native_host.models import CamelModel
+    def invalid(where: str, problem: str) -> _PolicyInvalid:
+        return _PolicyInvalid(f"{path}: {where}: {problem}")
 
-    class ApprovedEntry(CamelModel):
-        origin: str = Field(strict=True)
-        approved_at: int = Field(strict=True, ge=0)
-
-    class PolicyFile(CamelModel):
-        version: Literal[1] = 1
-        mode: Mode = "extension"
-        approved: list[ApprovedEntry] = Field(default_factory=list)
-        blocked: list[str] = Field(default_factory=list)
-
-    def validate(data: object, path: str) -> Policy:
-        try:
-            parsed = PolicyFile.model_validate(data)
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(part) for part in first["loc"]) or "top level"
-            raise _PolicyInvalid(f"{path}: {where}: {first['msg']}") from None
-        return Policy(
-            mode=parsed.mode,
-            approved=tuple(Approval(a.origin, a.approved_at) for a in parsed.approved),
-            blocked=tuple(parsed.blocked),
-        )
-
-    return validate
+    if not isinstance(data, dict):
+        raise invalid("top level", "must be a JSON object")
+    if data.get("version", POLICY_VERSION) != POLICY_VERSION:
+        raise invalid("version", f"must be {POLICY_VERSION}")
+    mode = data.get("mode", "extension")
+    if mode not in MODES:
+        raise invalid("mode", "must be 'extension' or 'strict'")
+    approved = data.get("approved", [])
+    if not isinstance(approved, list):
+        raise invalid("approved", "must be a list")
+    entries = []
+    for index, entry in enumerate(approved):
+        where = f"approved.{index}"
+        if not isinstance(entry, dict):
+            raise invalid(where, "must be an object")
+        for key in ("origin", "approvedAt"):
+            if key not in entry:
+                raise invalid(f"{where}.{key}", "missing")
+        if not isinstance(entry["origin"], str):
+            raise invalid(f"{where}.origin", "must be a string")
+        at = entry["approvedAt"]
+        if not isinstance(at, int) or isinstance(at, bool) or at < 0:
+            raise invalid(f"{where}.approvedAt", "must be a non-negative integer")
+        entries.append(Approval(entry["origin"], at))
+    blocked = data.get("blocked", [])
+    if not isinstance(blocked, list):
+        raise invalid("blocked", "must be a list")
+    for index, item in enumerate(blocked):
+        if not isinstance(item, str):
+            raise invalid(f"blocked.{index}", "must be a string")
+    return Policy(mode=mode, approved=tuple(entries), blocked=tuple(blocked))
 
 
 # --- relay helpers (spec 1.4 step 4, 7.11 d) -----------------------------------------

@@ -14,7 +14,6 @@ import os
 import select
 import shutil
 import socket
-import statistics
 import struct
 import subprocess
 import sys
@@ -212,17 +211,17 @@ def _wait_accepted(sock: socket.socket, pid: int) -> str:
         time.sleep(0.005)
 
 
-def _median_us(action: Callable[[], object], runs: int, rounds: int = 3) -> float:
-    """The best of `rounds` medians, so a burst of load elsewhere cannot decide."""
-    medians = []
-    for _ in range(rounds):
-        samples = []
-        for _ in range(runs):
-            start = time.perf_counter_ns()
-            action()
-            samples.append(time.perf_counter_ns() - start)
-        medians.append(statistics.median(samples) / 1000)
-    return min(medians)
+def _fastest_us(action: Callable[[], object], runs: int, rounds: int = 3) -> float:
+    """The fastest of `rounds` x `runs` calls: what the work itself costs when nothing
+    else interrupts it, so load elsewhere (a parallel test run) cannot decide."""
+    best = None
+    for _ in range(rounds * runs):
+        start = time.perf_counter_ns()
+        action()
+        elapsed = time.perf_counter_ns() - start
+        best = elapsed if best is None else min(best, elapsed)
+    assert best is not None
+    return best / 1000
 
 
 def _peer_copy(directory: Path, owner: LocalUser | None = None) -> Path:
@@ -679,13 +678,13 @@ def test_cost_does_not_grow_with_unrelated_sockets(start_server: ServerFactory) 
     core = start_server()
     sock = _connect(core.port)
     _wait_accepted(sock, core.pid)
-    quiet = _median_us(lambda: peer.verify_core_peer(sock, core.pid), 100)
+    quiet = _fastest_us(lambda: peer.verify_core_peer(sock, core.pid), 100)
     crowd = subprocess.Popen([sys.executable, "-I", "-c", CROWD], stdout=subprocess.PIPE, text=True)
     try:
         assert _first_line(crowd) == "ready"
-        crowded = _median_us(lambda: peer.verify_core_peer(sock, core.pid), 100)
+        crowded = _fastest_us(lambda: peer.verify_core_peer(sock, core.pid), 100)
         ends = peer.ConnectionEnds.of(sock)
-        scan = _median_us(lambda: peer.proc_net_lookup(ends, False), 10)
+        scan = _fastest_us(lambda: peer.proc_net_lookup(ends, False), 10)
     finally:
         crowd.kill()
         crowd.wait(timeout=10)
@@ -702,7 +701,7 @@ def test_cost_stays_low_for_a_core_holding_many_descriptors(
     def cost(core: Server) -> float:
         sock = _connect(core.port)
         _wait_accepted(sock, core.pid)
-        return _median_us(lambda: peer.verify_core_peer(sock, core.pid), 100)
+        return _fastest_us(lambda: peer.verify_core_peer(sock, core.pid), 100)
 
     idle, busy = cost(start_server()), cost(start_server(mode="crowded"))
     assert busy < 5 * idle, (idle, busy)

@@ -245,7 +245,7 @@ def test_bom_is_accepted(path: Path, store: PolicyStore) -> None:
     [
         (b'{\n  "mode": "strict",\n  "approved": [,]\n}', "line 3 column 16: not valid JSON"),
         (b"", "line 1 column 1: not valid JSON"),
-        (b'{"mode": "paranoid"}', "mode: Input should be 'extension' or 'strict'"),
+        (b'{"mode": "paranoid"}', "mode: must be 'extension' or 'strict'"),
         (b'{"version": 2}', "version"),
         (b"[]", "top level"),
         (b'{"approved": [{"origin": "https://a.example"}]}', "approved.0.approvedAt"),

@@ -96,9 +96,19 @@ class ConnectionRegistry:
 
 
 def connect_socket(endpoint: CoreEndpoint, timeout_s: float) -> socket.socket:
-    """A TCP connection to the endpoint; raises OSError (the gateway decides what it means)."""
-    sock = socket.create_connection((endpoint.host, endpoint.port), timeout=timeout_s)
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    """A TCP connection to the endpoint; raises OSError (the gateway decides what it means).
+
+    A literal IPv4 address needs no resolver: `create_connection` would run getaddrinfo,
+    which loads the IDNA codec (and `unicodedata`) on every host start.
+    """
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.settimeout(timeout_s)
+        sock.connect((endpoint.host, endpoint.port))
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    except BaseException:
+        sock.close()
+        raise
     return sock
 
 

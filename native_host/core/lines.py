@@ -6,21 +6,26 @@ to its newline keeping only its head and tail (a stream: the stream goes on).
 
 from __future__ import annotations
 
-import socket
 import time
-from typing import NamedTuple
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import socket
 
 MAX_LINE_BYTES = 1_048_576
 KEEP_BYTES = 4096
 _RECV = 65_536
 
 
-class OversizeLine(NamedTuple):
+class OversizeLine:
     """A line longer than MAX_LINE_BYTES. `size` is exact only when it was skipped."""
 
-    size: int
-    head: bytes
-    tail: bytes
+    __slots__ = ("head", "size", "tail")
+
+    def __init__(self, size: int, head: bytes, tail: bytes) -> None:
+        self.size = size
+        self.head = head
+        self.tail = tail
 
 
 class LineTimeoutError(TimeoutError):

@@ -2,8 +2,8 @@
 
 The host and `doctor` both read it here. The file is read through the one trusted
 reader (no symlink, regular file, the user's own, not writable by others, bounded),
-validated as the Desktop validates it, and the executable it names must be safe to run.
-Launches are rare, so pydantic is imported only here.
+validated as the Desktop validates it (its serde types: a missing or mistyped field does
+not parse), and the executable it names must be safe to run (launch/trust.py).
 """
 
 from __future__ import annotations
@@ -12,17 +12,37 @@ import os
 import stat
 from collections.abc import Mapping
 
-from native_host import errors, files, paths
+from native_host import codec, errors, files, paths
 from native_host.launch import trust
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
 BACKGROUND_ARGS = ("--background",)
 LAUNCH_CONFIG_VERSION = 1
 MAX_LAUNCH_CONFIG_BYTES = 65_536
 
+
+def _u32(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**32
+
+
+def _string(value: object) -> bool:
+    return isinstance(value, str)
+
+
+def _strings(value: object) -> bool:
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+
+
+FIELDS: tuple[tuple[str, str, Callable[[object], bool]], ...] = (
+    ("version", "an unsigned 32-bit integer", _u32),
+    ("executablePath", "a string", _string),
+    ("backgroundArgs", "a list of strings", _strings),
+)
+"""The fields of `app-launch.json`, each required, with the type the Desktop reads."""
 REASON_UNREADABLE = "cannot read launch config"
 REASON_NOT_JSON = "launch config is not valid JSON"
 REASON_INVALID = "invalid launch config"
@@ -79,36 +99,27 @@ def read_launch_config(
         raise _unavailable(
             reason=REASON_UNREADABLE, detail=exc.explanation, launchConfigPath=where, **extra
         ) from None
-    from pydantic import ValidationError
-
-    from native_host.models import LaunchConfigFile
-
-    try:
-        parsed = LaunchConfigFile.model_validate_json(raw)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        field = ".".join(str(part) for part in first["loc"])
-        detail = f"{field}: {first['msg']}" if field else first["msg"]
-        raise _unavailable(reason=REASON_NOT_JSON, detail=detail, launchConfigPath=where) from None
+    problem = _type_problem(raw)
+    if problem is not None:
+        raise _unavailable(reason=REASON_NOT_JSON, detail=problem, launchConfigPath=where)
+    document: dict[str, Any] = codec.decode(raw)
+    executable: str = document["executablePath"]
+    background_args: list[str] = document["backgroundArgs"]
 
     def invalid(violation: str) -> errors.HostError:
         return _unavailable(
-            reason=REASON_INVALID,
-            detail=parsed.executable_path,
-            launchConfigPath=where,
-            violation=violation,
+            reason=REASON_INVALID, detail=executable, launchConfigPath=where, violation=violation
         )
 
-    if parsed.version != LAUNCH_CONFIG_VERSION:
+    if document["version"] != LAUNCH_CONFIG_VERSION:
         raise invalid("version")
-    executable = parsed.executable_path
     try:
         info = os.stat(executable) if os.path.isabs(executable) else None
     except (OSError, ValueError):
         info = None
     if info is None or not stat.S_ISREG(info.st_mode):
         raise invalid("executablePath")
-    if tuple(parsed.background_args) != BACKGROUND_ARGS:
+    if tuple(background_args) != BACKGROUND_ARGS:
         raise invalid("backgroundArgs")
     try:
         trust.open_trusted(executable, env).close()
@@ -120,4 +131,20 @@ def read_launch_config(
             violation=exc.violation,
             error=str(exc),
         ) from None
-    return LaunchConfig(where, executable, tuple(parsed.background_args))
+    return LaunchConfig(where, executable, tuple(background_args))
+
+
+def _type_problem(raw: bytes) -> str | None:
+    """Why the bytes do not parse as the Desktop's `app-launch.json`, or None."""
+    try:
+        document = codec.decode(raw)
+    except codec.InvalidJsonError as exc:
+        return str(exc)
+    if not isinstance(document, dict):
+        return "the file is not a JSON object"
+    for name, kind, valid in FIELDS:
+        if name not in document:
+            return f"{name}: missing"
+        if not valid(document[name]):
+            return f"{name}: must be {kind}"
+    return None
