@@ -1,0 +1,1 @@
+"""Test support shared by several test modules (not tests themselves)."""
