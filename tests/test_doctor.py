@@ -11,7 +11,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path, PurePath
+from pathlib import Path, PurePath, PureWindowsPath
 from typing import Any
 
 import pytest
@@ -19,7 +19,7 @@ import pytest
 from native_host import HOST_NAME, OFFICIAL_EXTENSION_ID
 from native_host.hostproc import HostProcess
 from native_host.install import doctor as doc
-from native_host.install import installer, locations
+from native_host.install import installer, interpreter, locations
 from native_host.install.doctor import selftest
 from native_host.install.locations import RegistryKey
 from tests.conftest import FakeRegistry, host_command
@@ -755,3 +755,38 @@ def test_runtime_json_the_host_refuses_is_reported_and_never_pinged(
     assert problem["detail"].endswith("runtime.json protocol is not pedelec-core-ipc-v1")
     assert finding(findings, "Core answers ping")["status"] == "fail"
     assert core.requests == []  # nor did doctor
+
+
+def test_windows_doctor_sees_the_desktop_take_the_chrome_key_back(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    """Through the fake registry: install sets the keys; the Desktop's next foreground
+    start points Chrome's key at its own manifest again; Edge reads its own key first."""
+    home = PureWindowsPath(r"C:\Users\ann")
+    win_env = dict(env, LOCALAPPDATA=str(tmp_path / "local"), PROGRAMDATA=str(tmp_path / "pd"))
+    registry = FakeRegistry()
+    ctx = installer.Environment(
+        platform="win32", env=win_env, home=home, executable=r"C:\Python311\python.exe",
+        frozen=False, registry_factory=lambda: registry, out=None,
+        describe_interpreter=lambda exe, _env: interpreter.Interpreter(
+            exe, r"C:\venv\Lib\site-packages", (r"C:\venv\Lib\site-packages",), None, (), {}
+        ),
+    )  # fmt: skip
+    installer.install(installer.InstallOptions(browsers=("chrome", "edge")), ctx)
+    desktop_host = str(locations.desktop_host_paths("win32", {}, home)[0])
+    desktop = write_manifest(tmp_path / "desktop-files", path=desktop_host)
+    chrome_key = RegistryKey(
+        "HKCU", r"Software\Google\Chrome\NativeMessagingHosts\cc.isaaclin.pedelec"
+    )
+    registry.values[chrome_key] = str(desktop)
+
+    doctor = doc.Doctor(
+        "win32", win_env, home, timeout=5, registry_factory=lambda: registry,
+        policy_registry_factory=FakePolicyRegistry,
+    )  # fmt: skip
+    findings = doc.diagnose(doctor, ["chrome", "edge"], [])
+    which = {f.subject: f for f in findings if f.check == "host registered"}
+    assert which["chrome"].status is doc.Status.WARN
+    assert "Pedelec Desktop registered its own host again" in which["chrome"].detail
+    assert "pedelec-native-host install --browser chrome" in which["chrome"].hint
+    assert which["edge"].status is doc.Status.OK and which["edge"].detail.startswith("this host")

@@ -8,7 +8,7 @@ import json
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path, PurePath, PurePosixPath
+from pathlib import Path, PurePath, PurePosixPath, PureWindowsPath
 from typing import Any
 
 from native_host import HOST_NAME, OFFICIAL_EXTENSION_ID
@@ -43,10 +43,9 @@ class ManifestContext:
         value = self.data.get("path")
         if not isinstance(value, str) or not value:
             return None
-        host = Path(value)
-        if self.os is Os.WIN32 and not host.is_absolute():
-            return self.path.parent / host  # only Windows resolves against the manifest dir
-        return host
+        if self.os is Os.WIN32 and not PureWindowsPath(value).is_absolute():
+            return self.path.parent / value  # only Windows resolves against the manifest dir
+        return Path(value)
 
     @property
     def origins(self) -> list[Any]:
@@ -71,7 +70,9 @@ def _check_absolute(ctx: ManifestContext) -> CheckResult:
     host = ctx.host_path
     if host is None:
         return False, "missing or not a string"
-    return host.is_absolute(), str(host) + ("" if host.is_absolute() else " is relative")
+    # A `C:\\...` path is absolute on Windows (judged by Windows rules wherever this runs).
+    absolute = host.is_absolute() or (ctx.os is Os.WIN32 and PureWindowsPath(host).is_absolute())
+    return absolute, str(host) + ("" if absolute else " is relative")
 
 
 def _check_exists(ctx: ManifestContext) -> CheckResult:
@@ -216,7 +217,8 @@ class Lookup:
             if target.registry_key is not None and self.registry is not None:
                 value = self.registry.get_default(target.registry_key)
                 if value:
-                    found.append((Path(value), f"{target.registry_key} -> {value}", target))
+                    local = as_local(PureWindowsPath(value))  # a Windows path, wherever we run
+                    found.append((local, f"{target.registry_key} -> {value}", target))
                 continue
             manifest = self.local(target)
             if manifest.exists():
