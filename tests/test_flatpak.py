@@ -342,5 +342,6 @@ def test_native_and_flatpak_copies_of_one_browser(home: Path, env: dict[str, str
     code, findings = doctor(env)
     assert of(findings, "chromium", "host answers ping")["status"] == "ok"
     missing = of(findings, "chromium-flatpak", "manifest present")
-    assert missing["status"] == "fail" and "install --browser chromium-flatpak" in missing["hint"]
+    assert missing["status"] == "fail"
+    assert "install --flatpak --browser chromium-flatpak" in missing["hint"]
     assert code == 1

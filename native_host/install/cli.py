@@ -131,4 +131,7 @@ def main(argv: Sequence[str]) -> int:
             "(system scope needs root, or Administrator on Windows)\n"
         )
         return 1
+    except OSError as exc:  # a full disk, a read-only file system, ...
+        sys.stderr.write(f"error: {exc.strerror or exc}: {exc.filename or ''}\n")
+        return 1
     return 0

@@ -37,6 +37,7 @@ from native_host.install.plan import (
     file_mode,
     plan_install,
     read_bytes,
+    run_command,
     sha256,
 )
 from native_host.install.record import (
@@ -235,7 +236,6 @@ def _apply_grant(
     options: InstallOptions,
     record: InstallRecord,
     say: Printer,
-    ctx: Environment,
 ) -> bool:
     """Print or run the `flatpak override` a wrapper needs; False when running it failed."""
     command = flatpak.grant_command(grant.app_id)
@@ -255,7 +255,7 @@ def _apply_grant(
     say("grant", f"{grant.browser}: `{shown}` ({flatpak.cost(grant.label, grant.app_id)})")
     if options.dry_run:
         return True
-    code, output = ctx.run(command)
+    code, output = run_command(command)
     after = read_bytes(grant.override)
     if code != 0 or after is None:
         say("failed", f"`{shown}` exited with status {code}: {output or 'no output'}")
@@ -308,10 +308,13 @@ def install(options: InstallOptions, ctx: Environment) -> Plan:
             assert registry is not None
             _apply_key(key, registry, record, say, options.dry_run, ctx)
         for grant in plan.grants:
-            granted = _apply_grant(grant, options, record, say, ctx) and granted
+            granted = _apply_grant(grant, options, record, say) and granted
     finally:
         if not options.dry_run:
-            save_record(rec_path, record)
+            try:
+                save_record(rec_path, record)
+            except RecordError as exc:
+                raise InstallError(str(exc)) from None
     if not granted:
         raise InstallError("a Flatpak permission could not be granted; see above")
     return plan

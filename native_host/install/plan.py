@@ -118,7 +118,6 @@ class Environment:
     describe_interpreter: Callable[[str, Mapping[str, str]], interpreter.Interpreter] = (
         interpreter.current
     )
-    run: Callable[[Sequence[str]], tuple[int, str]] = run_command
 
     @property
     def os(self) -> Os:
@@ -370,8 +369,11 @@ def plan_install(options: InstallOptions, ctx: Environment) -> Plan:
     ]
     manifest_file = str(locations.windows_manifest_path(ctx.env, ctx.home, options.scope))
     key_writes = [KeyWrite(k, manifest_file, tuple(dict.fromkeys(b))) for k, b in keys.items()]
-    for write in [*manifests, *wrappers.values()] + ([launcher] if launcher else []):
-        check_target_dir(write.path.parent)
+    directories = [w.path.parent for w in [*manifests, *wrappers.values()]]
+    directories += [launcher.path.parent] if launcher else []
+    directories += [config_write.path.parent] if config_write else []
+    for directory in [*directories, paths.install_record_dir(ctx.env)]:
+        check_target_dir(directory)
     return Plan(
         launcher,
         config_write,

@@ -95,11 +95,15 @@ def load_record(path: Path) -> InstallRecord | None:
 
 
 def save_record(path: Path, record: InstallRecord) -> None:
-    """Write the record privately (0600 in a 0700 directory), noting directories created."""
+    """Write the record privately (0600 in a 0700 directory), noting directories created;
+    `RecordError` when its directory is not the user's alone."""
     for directory in missing_dirs(path.parent):
         if str(directory) not in record.created_dirs:
             record.created_dirs.append(str(directory))
-    files.ensure_private_dir(path.parent)
+    try:
+        files.ensure_private_dir(path.parent)
+    except files.FileRefusedError as exc:
+        raise RecordError(f"cannot keep the install record: {exc.explanation}") from None
     data = record.model_dump_json(by_alias=True, indent=2).encode() + b"\n"
     files.atomic_write(path, data, files.PRIVATE_FILE_MODE)
 

@@ -39,8 +39,10 @@ PROFILE = "profile"
 """The `browsers` word the install record uses for a `--user-data-dir` profile root."""
 
 
-def _install_hint(name: str) -> str:
-    return f"pedelec-native-host install --browser {name}"
+def _install_hint(row: BrowserRow) -> str:
+    """The command that registers this browser (a Flatpak also needs --flatpak)."""
+    flag = " --flatpak" if row.sandbox is Sandbox.FLATPAK else ""
+    return f"pedelec-native-host install{flag} --browser {row.name}"
 
 
 @dataclass
@@ -159,7 +161,7 @@ class Doctor:
         if policy is not None:
             system = registered is not None and registered.target.scope is Scope.SYSTEM
             self.add(*policy_findings(row.name, policy[0], policy[1], system))
-        self._check_manifest(row.name, self._order(row), _install_hint(row.name), row, user_level)
+        self._check_manifest(row.name, self._order(row), _install_hint(row), row, user_level)
 
     def check_profile(self, directory: Path) -> None:
         target = locations.custom_target(directory.absolute())
@@ -269,10 +271,11 @@ def diagnose(
     rows = list(locations.select_rows(doctor.platform, browsers)) if browsers else []
     doctor.isolated("install", "install record", doctor.read_record)
     profiles = list(user_data_dirs)
-    if not browsers and not user_data_dirs:
+
+    def find_browsers() -> None:
         installed = doctor.installed_rows()
-        rows = installed + [r for r in doctor.recorded_rows() if r not in installed]
-        profiles = doctor.recorded_profiles()
+        rows.extend(installed + [r for r in doctor.recorded_rows() if r not in installed])
+        profiles.extend(doctor.recorded_profiles())
         if not rows and not profiles:
             doctor.add(
                 Finding(
@@ -284,6 +287,9 @@ def diagnose(
                     NOT_FOUND,
                 )
             )
+
+    if not browsers and not user_data_dirs:
+        doctor.isolated("browsers", "browser installed", find_browsers)
     for directory in profiles:
         check = functools.partial(doctor.check_profile, directory)
         doctor.isolated(f"profile {directory.name}", "manifest", check)
