@@ -1,15 +1,22 @@
-"""Entry point: relay mode (what Chrome runs) or one of the subcommands.
+"""Entry point: relay mode when the browser runs the host, otherwise a command.
 
-Relay mode applies unless argv[1] is exactly a subcommand word (spec 7.11 a), so
-Chrome's `chrome-extension://<id>/` and `--parent-window=N` arguments always relay.
-Subcommands are imported lazily: a relay start never loads them.
+The browser starts the host with the extension origin first (`chrome-extension://<id>/`,
+plus `--parent-window=N` on Windows); some sandboxed-browser proxies pass no argument at
+all, but then stdin is a pipe. Anything else is a person or a script, who gets a command
+or a usage error (exit 2, as argparse does) — never a relay silently waiting for frames.
+
+The decision imports nothing: a relay start loads only the relay, and the command
+modules (argparse, pydantic, difflib for suggestions) are imported once a command is known.
 """
 
 from __future__ import annotations
 
-import importlib
+import os
 import sys
 from collections.abc import Sequence
+
+PROG = "pedelec-native-host"
+EXIT_USAGE = 2
 
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "dev-core": ("native_host.devcore.cli", "run the development Core on loopback"),
@@ -19,36 +26,113 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "uninstall": ("native_host.install.cli", "remove what `install` wrote"),
     "doctor": ("native_host.install.doctor", "explain what stops the host from working"),
 }
+VERSION_WORDS = ("version", "-V", "--version")
+HELP_WORDS = ("help", "-h", "--help")
+
+# What a Chromium browser puts first on the host's command line (spec 1.1): the origin,
+# and the flags it may add. Any of them first means the browser is the caller.
+BROWSER_ARGUMENT_PREFIXES = (
+    "chrome-extension://",
+    "--parent-window=",
+    "--reconnect-command=",
+    "--native-messaging-connect-id=",
+)
+
+BARE_COMMAND_MESSAGE = (
+    f"{PROG}: this program is started by the browser for the Pedelec extension.\n"
+    f"try `{PROG} demo` or `{PROG} doctor`; `{PROG} help` lists every command.\n"
+)
+
+
+def started_by_browser(args: Sequence[str], stdin_is_terminal: bool) -> bool:
+    """True when the browser (or a sandboxed-browser proxy) runs the host."""
+    if args:
+        return args[0].startswith(BROWSER_ARGUMENT_PREFIXES)
+    return not stdin_is_terminal
 
 
 def _usage() -> str:
     lines = [
-        "usage: pedelec-native-host chrome-extension://<id>/   (run by the browser)",
-        "       pedelec-native-host <command> [options]",
+        f"usage: {PROG} chrome-extension://<id>/   (run by the browser)",
+        f"       {PROG} <command> [options]",
         "",
         "commands:",
     ]
-    lines += [f"  {name:<10} {summary}" for name, (_, summary) in SUBCOMMANDS.items()]
-    lines += ["  version    print the version"]
+    lines += [f"  {name:<14} {summary}" for name, (_, summary) in SUBCOMMANDS.items()]
+    lines += [
+        f"  {'help [COMMAND]':<14} this list, or the options of one command",
+        f"  {'version':<14} print the version (also -V, --version)",
+    ]
     return "\n".join(lines)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Dispatch on argv[1]; anything that is not a subcommand word runs the relay."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    word = args[0] if args else None
-    if word in SUBCOMMANDS:
-        module = importlib.import_module(SUBCOMMANDS[word][0])
-        result: int = module.main(args)
-        return result
-    if word in ("version", "--version"):
-        from native_host import __version__
+def _usage_error(kind: str, word: str, choices: Sequence[str]) -> int:
+    """One argparse-style complaint on stderr, with the nearest valid word if there is one."""
+    import difflib
 
-        sys.stdout.write(f"pedelec-native-host {__version__}\n")
-        return 0
-    if word in ("help", "--help", "-h"):
+    close = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
+    suggestion = f", did you mean '{close[0]}'?" if close else ""
+    sys.stderr.write(
+        f"{PROG}: unknown {kind} '{word}'{suggestion}\nrun `{PROG} help` to list the commands\n"
+    )
+    return EXIT_USAGE
+
+
+def _run_command(args: list[str]) -> int:
+    import importlib
+
+    module = importlib.import_module(SUBCOMMANDS[args[0]][0])
+    result: int = module.main(args)
+    return result
+
+
+def _help(topics: list[str]) -> int:
+    if not topics:
         sys.stdout.write(_usage() + "\n")
         return 0
-    from native_host.relay import run_relay
+    if len(topics) > 1:
+        sys.stderr.write(f"{PROG}: help takes one command, got {len(topics)}\n")
+        return EXIT_USAGE
+    topic = topics[0]
+    if topic in HELP_WORDS or topic in VERSION_WORDS:
+        sys.stdout.write(_usage() + "\n")
+        return 0
+    if topic not in SUBCOMMANDS:
+        return _usage_error("help topic", topic, list(SUBCOMMANDS))
+    try:
+        return _run_command([topic, "--help"])
+    except SystemExit as done:  # argparse exits after printing the help
+        return done.code if isinstance(done.code, int) else 0
 
-    return run_relay(args)
+
+def _version(extra: list[str]) -> int:
+    if extra:
+        sys.stderr.write(f"{PROG}: version takes no arguments\n")
+        return EXIT_USAGE
+    from native_host import __version__
+
+    sys.stdout.write(f"{PROG} {__version__}\n")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Relay when the browser runs the host; dispatch a command; refuse anything else."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if started_by_browser(args, os.isatty(0)):
+        from native_host.relay import run_relay
+
+        return run_relay(args)
+    if not args:
+        sys.stderr.write(BARE_COMMAND_MESSAGE)
+        return EXIT_USAGE
+    word, rest = args[0], args[1:]
+    if word in SUBCOMMANDS:
+        return _run_command(args)
+    if word in VERSION_WORDS:
+        return _version(rest)
+    if word in HELP_WORDS:
+        return _help(rest)
+    if word.startswith("-"):
+        options = [w for w in (*VERSION_WORDS, *HELP_WORDS) if w.startswith("-")]
+        return _usage_error("option", word, options)
+    return _usage_error("command", word, [*SUBCOMMANDS, "help", "version"])

@@ -35,6 +35,10 @@ class HostProtocolError(AssertionError):
     """The host broke the native messaging contract (bad frame, oversize frame, ...)."""
 
 
+class HostExitedError(EOFError):
+    """The host stopped reading its stdin (it exited, or closed it) before a write."""
+
+
 class HostProcess:
     """A running host process and the frames it has written."""
 
@@ -63,10 +67,14 @@ class HostProcess:
         self.history: list[dict[str, Any]] = []
         """Every frame taken from the host's stdout so far, in order."""
         threading.Thread(target=self._read_stdout, daemon=True).start()
-        threading.Thread(target=self._read_stderr, daemon=True).start()
+        self._stderr_reader = threading.Thread(target=self._read_stderr, daemon=True)
+        self._stderr_reader.start()
 
     # --- reading -------------------------------------------------------------------
     def _read_stdout(self) -> None:
+        """Frames until EOF or the first broken one: like Chrome, stop at a frame that
+        breaks the contract (an oversize length is not even read, so garbage on stdout
+        is reported at once instead of waiting for gigabytes that never come)."""
         stdout = self.proc.stdout
         assert stdout is not None
         while True:
@@ -76,10 +84,11 @@ class HostProcess:
                     self.protocol_errors.append(f"stray {len(prefix)} bytes at end of stdout")
                 break
             (size,) = _PREFIX.unpack(prefix)
-            body = stdout.read(size)
             self.frame_sizes.append(size)
             if size > MAX_FRAME_BYTES:
                 self.protocol_errors.append(f"frame of {size} bytes exceeds {MAX_FRAME_BYTES}")
+                break
+            body = stdout.read(size)
             if len(body) < size:
                 self.protocol_errors.append("stdout ended inside a frame")
                 break
@@ -87,7 +96,7 @@ class HostProcess:
                 message = json.loads(body.decode("utf-8"))
             except ValueError as exc:
                 self.protocol_errors.append(f"frame is not UTF-8 JSON: {exc}")
-                continue
+                break
             self.frames.put(message)
         self.frames.put(None)
 
@@ -100,6 +109,11 @@ class HostProcess:
     @property
     def stderr(self) -> str:
         return b"".join(self.stderr_chunks).decode("utf-8", errors="replace")
+
+    def final_stderr(self, timeout: float = 1.0) -> str:
+        """Everything the host wrote to stderr, once it has closed it (or `timeout` passed)."""
+        self._stderr_reader.join(timeout)
+        return self.stderr
 
     def check_protocol(self) -> None:
         """Raise if the host ever wrote something the browser would reject."""
@@ -159,11 +173,18 @@ class HostProcess:
 
     # --- writing ------------------------------------------------------------------
     def send_raw(self, data: bytes) -> None:
+        """Write to the host's stdin; `HostExitedError` when the host no longer reads it
+        (a host that exits at once is a case to report, never a crash)."""
         stdin = self.proc.stdin
         assert stdin is not None
         with self._stdin_lock:
-            stdin.write(data)
-            stdin.flush()
+            try:
+                stdin.write(data)
+                stdin.flush()
+            except (BrokenPipeError, ConnectionResetError, ValueError) as exc:
+                raise HostExitedError(
+                    f"host stopped reading stdin (exit {self.proc.poll()}): {exc}"
+                ) from None
 
     def send_body(self, body: bytes) -> None:
         self.send_raw(_PREFIX.pack(len(body)) + body)

@@ -4,20 +4,26 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
-from pathlib import Path, PurePath
+from pathlib import Path, PurePath, PureWindowsPath
 from typing import Any
 
 import pytest
 
 from native_host import HOST_NAME, OFFICIAL_EXTENSION_ID
+from native_host.hostproc import HostProcess
 from native_host.install import doctor as doc
+from native_host.install import installer, interpreter, locations
+from native_host.install.doctor import selftest
 from native_host.install.locations import RegistryKey
-from tests.conftest import FakeRegistry
+from tests.conftest import FakeRegistry, host_command
+from tests.test_policies import FakePolicyRegistry
 
 REPO = Path(__file__).resolve().parent.parent
 MANIFEST = f"{HOST_NAME}.json"
@@ -160,8 +166,9 @@ def finding(findings: list[dict[str, str]], check: str) -> dict[str, str]:
 
 
 def install(env: dict[str, str], *args: str) -> None:
+    """`install --force`: the suite runs from an editable checkout (see test_install)."""
     result = subprocess.run(
-        [sys.executable, "-m", "native_host", "install", *args],
+        [sys.executable, "-m", "native_host", "install", "--force", *args],
         env=env, capture_output=True, text=True, timeout=60, cwd=REPO,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
@@ -184,7 +191,9 @@ def test_good_install_is_all_ok(tmp_path: Path, env: dict[str, str], core: PingC
         "origins.json", "config.json", "log location",
     ):  # fmt: skip
         assert expected in checks
-    assert core.requests == [{"requestId": "doctor", "type": "ping", "payload": {}}]
+    (ping,) = core.requests  # the gateway's own ping: nothing else reached the Core
+    assert (ping["type"], ping["payload"]) == ("ping", {})
+    assert ping["requestId"].startswith("host_ping_")
 
 
 def test_text_output_is_one_line_per_check(tmp_path: Path, env: dict[str, str]) -> None:
@@ -426,10 +435,15 @@ def test_invalid_launch_config(
 
 
 def test_group_writable_desktop_executable(tmp_path: Path, env: dict[str, str]) -> None:
+    """Writable by a group with other members (not the user's private group): doctor
+    says so in the host's own words, naming the file."""
     write_launch_config(tmp_path)
-    (tmp_path / "desktop" / "pedelec-app").chmod(0o775)
+    app = tmp_path / "desktop" / "pedelec-app"
+    app.chmod(0o775)
+    os.chown(app, -1, next(g for g in (50, 65534, 100) if g != os.getegid()))
     _, findings, _ = run(env, "--user-data-dir", str(good_profile(tmp_path)))
-    assert "group- or other-writable" in finding(findings, "app-launch.json")["detail"]
+    detail = finding(findings, "app-launch.json")["detail"]
+    assert f"{app} (the executable) is writable by other users" in detail
 
 
 def test_invalid_launch_config_is_only_a_warning_while_core_runs(
@@ -445,9 +459,9 @@ def test_invalid_launch_config_is_only_a_warning_while_core_runs(
 @pytest.mark.parametrize(
     ("content", "words"),
     [
-        ("{not json", "Expecting property name"),
-        ('{"version": 2, "mode": "extension"}', "version 2"),
-        ('{"version": 1, "mode": "open"}', "mode 'open'"),
+        ("{not json", "not valid JSON: Expecting property name"),
+        ('{"version": 2, "mode": "extension"}', "version: must be 1"),
+        ('{"version": 1, "mode": "open"}', "mode: must be 'extension' or 'strict'"),
     ],
 )
 def test_invalid_origin_policy(
@@ -478,7 +492,13 @@ def test_windows_reads_the_manifest_named_by_the_registry(
     tail = r"NativeMessagingHosts\cc.isaaclin.pedelec"
     registry = FakeRegistry({RegistryKey("HKCU", rf"Software\Chromium\{tail}"): str(manifest)})
     win_env = dict(env, LOCALAPPDATA=str(tmp_path / "local"))
-    doctor = doc.Doctor("win32", win_env, PurePath(env["HOME"]), registry_factory=lambda: registry)
+    doctor = doc.Doctor(
+        "win32",
+        win_env,
+        PurePath(env["HOME"]),
+        registry_factory=lambda: registry,
+        policy_registry_factory=FakePolicyRegistry,
+    )
     findings = doc.diagnose(doctor, ["edge", "chrome"], [])
     by_subject = {(f.subject, f.check): f for f in findings}
     edge = by_subject[("edge", "manifest present")]
@@ -486,3 +506,294 @@ def test_windows_reads_the_manifest_named_by_the_registry(
     chrome = by_subject[("chrome", "manifest present")]
     assert chrome.status is doc.Status.FAIL and chrome.symptom == NOT_FOUND
     assert by_subject[("edge", "host answers ping")].status is doc.Status.OK
+
+
+# --- a host that cannot start never crashes the doctor (issue 13) ----------------------------
+def assert_no_traceback(stderr: str) -> None:
+    assert "Traceback" not in stderr and "Error:" not in stderr.replace("error:", ""), stderr
+
+
+@pytest.mark.parametrize(
+    ("body", "words"),
+    [
+        ("import sys\nsys.exit(0)\n", "closed stdout before answering (status 0)"),
+        ("import sys\nsys.exit(127)\n", "a program it runs was not found (exit status 127)"),
+        ("import sys\nsys.exit(126)\n", "a program it runs is not executable (exit status 126)"),
+        (
+            "import os, time\nos.close(0)\nos.close(1)\ntime.sleep(30)\n",
+            "closed stdout before answering (still running)",
+        ),
+        (
+            "import sys\nsys.stderr.write('first problem\\nsecond\\n')\nsys.exit(3)\n",
+            "(status 3); stderr: first problem",
+        ),
+    ],
+)
+def test_host_that_exits_or_closes_its_pipes(
+    tmp_path: Path, env: dict[str, str], body: str, words: str
+) -> None:
+    host = write_host(tmp_path / "bin" / "host", body)
+    result = subprocess.run(
+        [sys.executable, "-m", "native_host", "doctor", "--json", "--user-data-dir",
+         str(broken(tmp_path, path=str(host)))],
+        env=env, capture_output=True, text=True, timeout=90, cwd=REPO,
+    )  # fmt: skip
+    assert_no_traceback(result.stderr)
+    problem = finding(json.loads(result.stdout), "host answers ping")
+    assert (problem["status"], problem["symptom"]) == ("fail", EXITED)
+    assert words in problem["detail"]
+    assert result.returncode == 1
+
+
+def test_a_host_exiting_at_once_is_a_finding_every_time(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    """The race that crashed doctor with BrokenPipeError: the ping written after the exit."""
+    host = write_host(tmp_path / "bin" / "host", "")
+    verdicts = {
+        (f.status, f.check, f.symptom)
+        for _ in range(20)
+        for f in selftest.run_self_test(host, env, 5)
+    }
+    assert verdicts == {(doc.Status.FAIL, "host answers ping", EXITED)}
+
+
+def test_host_writing_garbage_is_reported_at_once(tmp_path: Path, env: dict[str, str]) -> None:
+    host = write_host(
+        tmp_path / "bin" / "host",
+        "import sys, time\nsys.stdout.buffer.write(b'garbage, not a frame at all')\n"
+        "sys.stdout.flush()\ntime.sleep(60)\n",
+    )
+    started = time.monotonic()
+    code, findings, stderr = run(
+        env, "--user-data-dir", str(broken(tmp_path, path=str(host))), "--timeout", "30"
+    )
+    assert time.monotonic() - started < 20  # not the 30 s timeout
+    assert_no_traceback(stderr)
+    problem = finding(findings, "host answers ping")
+    assert problem["symptom"] == COMMUNICATION and "exceeds 1048576" in problem["detail"]
+    assert code == 1
+
+
+def test_a_deleted_venv_is_named_as_the_cause(tmp_path: Path, env: dict[str, str]) -> None:
+    venv = tmp_path / "venv"
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(venv)],
+        check=True, timeout=120,
+    )  # fmt: skip
+    ctx = installer.Environment(
+        platform="linux", env=env, home=Path(env["HOME"]), executable=str(venv / "bin" / "python"),
+        frozen=False, out=None,
+    )  # fmt: skip
+    profile = tmp_path / "profile"
+    options = installer.InstallOptions(user_data_dirs=(profile,), force=True)
+    installer.install(options, ctx)
+    code, findings, stderr = run(env, "--user-data-dir", str(profile))
+    assert finding(findings, "host answers ping")["status"] == "ok", findings  # it worked
+    shutil.rmtree(venv)
+    code, findings, stderr = run(env, "--user-data-dir", str(profile))
+    assert_no_traceback(stderr)
+    problem = finding(findings, "host answers ping")
+    assert (problem["status"], problem["symptom"]) == ("fail", EXITED)
+    assert f"the launcher's interpreter {venv / 'bin' / 'python'} is gone" in problem["detail"]
+    assert "pipx install" in problem["hint"]
+    assert code == 1
+
+
+# --- what doctor checks (issue 13) ------------------------------------------------------------
+def test_bare_doctor_checks_what_the_install_record_lists(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    profile = tmp_path / "custom-profile"
+    install(env, "--user-data-dir", str(profile), "--host-path", str(echo_host(tmp_path / "h")))
+    install(env, "--browser", "edge", "--host-path", str(echo_host(tmp_path / "h")))
+    _, findings, _ = run(env)
+    subjects = {f["subject"] for f in findings}
+    assert {"profile custom-profile", "edge"} <= subjects
+    assert "browsers" not in subjects  # no "no Chromium-based browser found"
+    record = finding(findings, "install record")
+    assert record["status"] == "ok" and "2 files, 0 keys" in record["detail"]
+    ping = [f for f in findings if f["check"] == "host answers ping"]
+    assert [f["status"] for f in ping] == ["ok", "ok"]
+
+
+def test_doctor_reports_an_install_record_it_cannot_trust(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    install(
+        env, "--user-data-dir", str(tmp_path / "p"), "--host-path", str(echo_host(tmp_path / "h"))
+    )
+    (tmp_path / "state" / "install-record.json").chmod(0o646)
+    code, findings, stderr = run(env)
+    assert_no_traceback(stderr)
+    record = finding(findings, "install record")
+    assert record["status"] == "fail" and "writable by other users" in record["detail"]
+    assert code == 1
+
+
+def test_browser_all_checks_every_row(env: dict[str, str]) -> None:
+    code, findings, stderr = run(env, "--browser", "all", "--timeout", "5")
+    assert_no_traceback(stderr)
+    subjects = [f["subject"] for f in findings if f["check"] in ("manifest present", "sandbox")]
+    assert subjects == list(locations.browser_names("linux"))
+    assert code == 1
+
+
+@pytest.mark.parametrize("args", [["--browser", "firefox"], ["--timeout", "soon"], ["--nope"]])
+def test_usage_errors_exit_2(env: dict[str, str], args: list[str]) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "native_host", "doctor", *args],
+        env=env, capture_output=True, text=True, timeout=60, cwd=REPO,
+    )  # fmt: skip
+    assert result.returncode == 2 and result.stdout == ""
+    assert "usage" in result.stderr or "unknown browser firefox" in result.stderr
+
+
+def desktop_manifest(profile: Path, home: Path) -> Path:
+    """What Pedelec Desktop registers: a manifest naming ~/.pedelec/pedelec-native-host."""
+    host = echo_host(home / ".pedelec" / "pedelec-native-host")
+    return write_manifest(profile, path=str(host))
+
+
+def test_doctor_says_which_host_each_browser_runs(tmp_path: Path, env: dict[str, str]) -> None:
+    home = Path(env["HOME"])
+    profile = tmp_path / "profile"
+    args = ("--user-data-dir", str(profile))
+    desktop_manifest(profile, home)
+    _, findings, _ = run(env, *args)
+    which = finding(findings, "host registered")
+    assert which["status"] == "ok" and which["detail"].startswith("Pedelec Desktop's host (")
+    assert "switches to this one" in which["detail"]
+
+    install(env, *args)
+    _, findings, _ = run(env, *args)
+    which = finding(findings, "host registered")
+    assert (which["status"], which["detail"]) == (
+        "ok",
+        f"this host ({tmp_path / 'state' / 'pedelec-native-host'})",
+    )
+
+    desktop_manifest(profile, home)  # the Desktop's next foreground start
+    _, findings, _ = run(env, *args)
+    which = finding(findings, "host registered")
+    assert which["status"] == "warn"
+    assert "Pedelec Desktop registered its own host again" in which["detail"]
+    assert f"install --user-data-dir {profile}` to switch back" in which["hint"]
+
+    other = echo_host(tmp_path / "other" / "host")
+    write_manifest(profile, path=str(other))
+    _, findings, _ = run(env, *args)
+    which = finding(findings, "host registered")
+    assert which["status"] == "warn" and which["detail"].startswith(f"another host: {other}")
+
+
+def test_missing_launch_config_says_to_open_the_desktop_once(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    _, findings, _ = run(env, "--user-data-dir", str(good_profile(tmp_path)))
+    launch = finding(findings, "app-launch.json")
+    assert launch["status"] == "warn"
+    assert launch["hint"].startswith(
+        "open Pedelec Desktop once so it records how to start it in the background"
+    )
+    assert "pedelec-app" not in json.dumps(findings).replace('"pedelec-app is not running"', "")
+
+
+# --- doctor judges each file with the host's own reader (issue 10) --------------------------
+def test_origin_policy_the_host_refuses_is_reported(tmp_path: Path, env: dict[str, str]) -> None:
+    """Regression: doctor used to call this policy fine while the host refused every page."""
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config" / "origins.json").write_text('{"version":1,"approved":[{"origin":5}]}')
+    with HostProcess(host_command(), env=env) as host:
+        reply = host.request(
+            {"type": "create_thread", "provider": "codex", "requestId": "r",
+             "callerOrigin": "https://app.example.com"}
+        )  # fmt: skip
+    error = reply["error"]
+    assert (error["code"], error["details"]["reason"]) == ("ORIGIN_NOT_APPROVED", "policy_invalid")
+    code, findings, _ = run(env, "--user-data-dir", str(good_profile(tmp_path)))
+    policy = finding(findings, "origins.json")
+    assert policy["status"] == "fail"
+    assert policy["detail"] == error["details"]["error"]  # the host's own words
+    assert code == 1
+
+
+def test_config_the_host_ignores_is_reported(tmp_path: Path, env: dict[str, str]) -> None:
+    (tmp_path / "config").mkdir()
+    config = {"allowedExtensionIds": [DEV_ID], "connectTimeoutMs": 0}
+    (tmp_path / "config" / "config.json").write_text(json.dumps(config))
+    with HostProcess(host_command(), [f"chrome-extension://{DEV_ID}/"], env=env) as host:
+        refused = host.read(timeout=10)
+        assert host.wait(5) == 2
+    assert refused["error"]["code"] == "ORIGIN_NOT_APPROVED"
+    _, findings, _ = run(env, "--user-data-dir", str(good_profile(tmp_path)))
+    problem = finding(findings, "config.json")
+    assert problem["status"] == "warn" and "connectTimeoutMs" in problem["detail"]
+    assert "only the official extension is allowed" in problem["hint"]
+
+
+def test_launch_config_the_host_refuses_is_reported(tmp_path: Path, env: dict[str, str]) -> None:
+    write_launch_config(tmp_path, version=2)
+    with HostProcess(host_command(), env=env) as host:
+        reply = host.request({"type": "ping", "requestId": "p"}, timeout=15)
+    details = reply["error"]["details"]
+    assert (details["stage"], details["violation"]) == ("read_launch_config", "version")
+    _, findings, _ = run(env, "--user-data-dir", str(good_profile(tmp_path)))
+    launch = finding(findings, "app-launch.json")
+    assert launch["status"] == "fail"
+    assert (
+        launch["detail"]
+        == f"{details['launchConfigPath']}: {details['reason']} (version must be 1)"
+    )
+
+
+def test_runtime_json_the_host_refuses_is_reported_and_never_pinged(
+    tmp_path: Path, env: dict[str, str], core: PingCore
+) -> None:
+    runtime = tmp_path / "pedelec-home" / "runtime.json"
+    runtime.write_text(json.dumps(json.loads(runtime.read_text()) | {"protocol": "other-v2"}))
+    with HostProcess(host_command(), env=env) as host:
+        reply = host.request({"type": "ping", "requestId": "p"}, timeout=15)
+    assert reply["ok"] is False and reply["error"]["code"] == "CORE_RUNTIME_UNAVAILABLE"
+    assert core.requests == []  # the host never wrote to that port
+    _, findings, _ = run(env, "--user-data-dir", str(good_profile(tmp_path)))
+    problem = finding(findings, "runtime.json")
+    assert problem["status"] == "fail"
+    assert problem["detail"].endswith("runtime.json protocol is not pedelec-core-ipc-v1")
+    assert finding(findings, "Core answers ping")["status"] == "fail"
+    assert core.requests == []  # nor did doctor
+
+
+def test_windows_doctor_sees_the_desktop_take_the_chrome_key_back(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    """Through the fake registry: install sets the keys; the Desktop's next foreground
+    start points Chrome's key at its own manifest again; Edge reads its own key first."""
+    home = PureWindowsPath(r"C:\Users\ann")
+    win_env = dict(env, LOCALAPPDATA=str(tmp_path / "local"), PROGRAMDATA=str(tmp_path / "pd"))
+    registry = FakeRegistry()
+    ctx = installer.Environment(
+        platform="win32", env=win_env, home=home, executable=r"C:\Python311\python.exe",
+        frozen=False, registry_factory=lambda: registry, out=None,
+        describe_interpreter=lambda exe, _env: interpreter.Interpreter(
+            exe, r"C:\venv\Lib\site-packages", (r"C:\venv\Lib\site-packages",), None, (), {}
+        ),
+    )  # fmt: skip
+    installer.install(installer.InstallOptions(browsers=("chrome", "edge")), ctx)
+    desktop_host = str(locations.desktop_host_paths("win32", {}, home)[0])
+    desktop = write_manifest(tmp_path / "desktop-files", path=desktop_host)
+    chrome_key = RegistryKey(
+        "HKCU", r"Software\Google\Chrome\NativeMessagingHosts\cc.isaaclin.pedelec"
+    )
+    registry.values[chrome_key] = str(desktop)
+
+    doctor = doc.Doctor(
+        "win32", win_env, home, timeout=5, registry_factory=lambda: registry,
+        policy_registry_factory=FakePolicyRegistry,
+    )  # fmt: skip
+    findings = doc.diagnose(doctor, ["chrome", "edge"], [])
+    which = {f.subject: f for f in findings if f.check == "host registered"}
+    assert which["chrome"].status is doc.Status.WARN
+    assert "Pedelec Desktop registered its own host again" in which["chrome"].detail
+    assert "pedelec-native-host install --browser chrome" in which["chrome"].hint
+    assert which["edge"].status is doc.Status.OK and which["edge"].detail.startswith("this host")

@@ -1,9 +1,14 @@
-"""Real install/uninstall on this machine, into temporary homes only."""
+"""Real install/uninstall on this machine, into temporary homes only.
+
+The suite runs from an editable checkout, which `install` refuses to bake into a launcher
+unless `--force` is given (tested below), so CLI installs here pass `--force`.
+"""
 
 from __future__ import annotations
 
 import io
 import json
+import os
 import stat
 import subprocess
 import sys
@@ -13,7 +18,7 @@ from pathlib import Path, PurePath, PureWindowsPath
 import pytest
 
 from native_host import HOST_NAME, OFFICIAL_EXTENSION_ID
-from native_host.install import installer, locations
+from native_host.install import installer, interpreter, locations, uninstall
 from native_host.install.locations import RegistryKey, Scope
 from tests.conftest import FakeRegistry
 
@@ -29,15 +34,25 @@ def home(tmp_path: Path) -> Path:
     return tmp_path / "home"
 
 
-def run_cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+def run_cli(
+    env: dict[str, str], *args: str, umask: int | None = None
+) -> subprocess.CompletedProcess[str]:
+    """The command line as a user runs it; `install` gets --force (editable checkout)."""
+    argv = [*args, "--force"] if args and args[0] == "install" else list(args)
     return subprocess.run(
-        [sys.executable, "-m", "native_host", *args],
+        [sys.executable, "-m", "native_host", *argv],
         env=env,
         capture_output=True,
         text=True,
         timeout=60,
         cwd=REPO,
+        umask=-1 if umask is None else umask,
     )
+
+
+def changes(stdout: str) -> list[str]:
+    """Output lines but the --force warning about the editable checkout."""
+    return [line for line in stdout.splitlines() if not line.startswith("warning")]
 
 
 def snapshot(root: Path) -> dict[str, tuple[int, bytes | None]]:
@@ -76,12 +91,13 @@ def test_user_data_dir_install_writes_manifest_and_launcher(
         "type": "stdio",
         "allowed_origins": [OFFICIAL],
     }
-    assert mode(manifest_path) == 0o644
-    assert mode(launcher) == 0o755
+    assert mode(manifest_path) == 0o600  # user scope: only the user's browser reads it
+    assert mode(launcher) == 0o700
+    assert mode(manifest_path.parent) == 0o700
     text = launcher.read_text()
     assert text.startswith("#!/bin/sh\n")
-    assert f"exec {sys.executable} -m native_host" in text or (
-        f"exec '{sys.executable}' -m native_host" in text
+    assert f"exec {sys.executable} -I -m native_host" in text or (
+        f"exec '{sys.executable}' -I -m native_host" in text
     )
     assert f"launcher {launcher}" in result.stdout
     assert f"manifest {manifest_path}" in result.stdout
@@ -98,6 +114,31 @@ def test_launcher_runs_this_package(tmp_path: Path, env: dict[str, str]) -> None
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("pedelec-native-host ")
+
+
+def test_launcher_ignores_a_planted_pythonpath_and_working_directory(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    """`python -I`: what the browser's environment or cwd holds cannot replace the host."""
+    assert run_cli(env, "install", "--user-data-dir", str(tmp_path / "p")).returncode == 0
+    planted = tmp_path / "planted"
+    (planted / "native_host").mkdir(parents=True)
+    marker = tmp_path / "planted-ran"
+    payload = f"open({str(marker)!r}, 'w').close()\n"
+    (planted / "native_host" / "__init__.py").write_text(payload)
+    (planted / "native_host" / "__main__.py").write_text(payload)
+    launcher = tmp_path / "state" / "pedelec-native-host"
+    result = subprocess.run(
+        [str(launcher), "version"],
+        env={**env, "PYTHONPATH": str(planted), "PYTHONSTARTUP": str(planted / "x.py")},
+        cwd=planted,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("pedelec-native-host ")
+    assert not marker.exists()
 
 
 def test_default_selects_browsers_whose_user_data_dir_exists(
@@ -119,6 +160,7 @@ def test_no_installed_browser_is_an_error_naming_the_way_out(env: dict[str, str]
     assert result.returncode == 1
     assert "no installed browser found" in result.stderr
     assert "--browser" in result.stderr and "--user-data-dir" in result.stderr
+    assert "chromium-flatpak" in result.stderr and "chromium-snap" in result.stderr
 
 
 def test_explicit_browser_installs_even_without_its_dir(home: Path, env: dict[str, str]) -> None:
@@ -127,7 +169,19 @@ def test_explicit_browser_installs_even_without_its_dir(home: Path, env: dict[st
     assert manifest_at(home / ".config" / "microsoft-edge").is_file()
     assert manifest_at(home / ".config" / "google-chrome-beta").is_file()
     bad = run_cli(env, "install", "--browser", "firefox")
-    assert bad.returncode == 1 and "unknown browser firefox" in bad.stderr
+    assert bad.returncode == 2 and "unknown browser firefox" in bad.stderr  # a usage error
+
+
+def test_browser_all_registers_every_native_browser_and_says_why_not_the_others(
+    home: Path, env: dict[str, str]
+) -> None:
+    result = run_cli(env, "install", "--browser", "all")
+    assert result.returncode == 0, result.stderr
+    for subdir in ("google-chrome", "chromium", "microsoft-edge", "vivaldi"):
+        assert manifest_at(home / ".config" / subdir).is_file()
+    skipped = [line for line in result.stdout.splitlines() if line.startswith("skipped")]
+    assert len(skipped) == 10  # seven Flatpak rows (no --flatpak), three Snap rows
+    assert not (home / ".var").exists() and not (home / "snap").exists()
 
 
 def test_install_is_idempotent(tmp_path: Path, home: Path, env: dict[str, str]) -> None:
@@ -138,7 +192,7 @@ def test_install_is_idempotent(tmp_path: Path, home: Path, env: dict[str, str]) 
     again = run_cli(env, *args)
     assert again.returncode == 0, again.stderr
     assert snapshot(tmp_path) == before
-    assert all(line.startswith("unchanged") for line in again.stdout.splitlines()), again.stdout
+    assert all(line.startswith("unchanged") for line in changes(again.stdout)), again.stdout
 
 
 def test_dry_run_writes_nothing(tmp_path: Path, home: Path, env: dict[str, str]) -> None:
@@ -147,7 +201,7 @@ def test_dry_run_writes_nothing(tmp_path: Path, home: Path, env: dict[str, str])
     result = run_cli(env, "install", "--extension-id", DEV_ID, "--dry-run")
     assert result.returncode == 0, result.stderr
     assert snapshot(tmp_path) == before
-    lines = result.stdout.splitlines()
+    lines = changes(result.stdout)
     assert lines and all(line.startswith("would write") for line in lines), lines
     assert any("config" in line and DEV_ID in line for line in lines)
 
@@ -185,7 +239,7 @@ def test_invalid_extension_id_writes_nothing(tmp_path: Path, env: dict[str, str]
     result = run_cli(
         env, "install", "--user-data-dir", str(tmp_path / "p"), "--extension-id", "xyz"
     )
-    assert result.returncode == 1
+    assert result.returncode == 2  # a bad option value is a usage error
     assert "not an extension id" in result.stderr
     assert snapshot(tmp_path) == before
 
@@ -271,7 +325,7 @@ def test_host_path_override(tmp_path: Path, env: dict[str, str]) -> None:
     host.chmod(0o644)
     profile = tmp_path / "p"
     refused = run_cli(env, "install", "--user-data-dir", str(profile), "--host-path", str(host))
-    assert refused.returncode == 1 and "not executable" in refused.stderr
+    assert refused.returncode == 2 and "not executable" in refused.stderr
     host.chmod(0o755)
     result = run_cli(env, "install", "--user-data-dir", str(profile), "--host-path", str(host))
     assert result.returncode == 0, result.stderr
@@ -280,6 +334,12 @@ def test_host_path_override(tmp_path: Path, env: dict[str, str]) -> None:
 
 
 # --- in process: frozen builds, Windows with a fake registry ------------------------------
+def kept_interpreter(executable: str, env: object) -> interpreter.Interpreter:
+    """An interpreter in a venv that stays: what `pipx install` gives."""
+    site = "/opt/venvs/pedelec/lib/python3.11/site-packages"
+    return interpreter.Interpreter(executable, site, (site,), None, ("/tmp",), {})
+
+
 def make_env(
     platform: str, env: dict[str, str], home: PurePath, *, frozen: bool = False,
     registry: FakeRegistry | None = None, executable: str = sys.executable,
@@ -288,7 +348,7 @@ def make_env(
     fake = registry or FakeRegistry()
     ctx = installer.Environment(
         platform=platform, env=env, home=home, executable=executable, frozen=frozen,
-        registry_factory=lambda: fake, out=out,
+        registry_factory=lambda: fake, out=out, describe_interpreter=kept_interpreter,
     )  # fmt: skip
     return ctx, out
 
@@ -329,13 +389,16 @@ def test_windows_install_sets_keys_to_one_manifest(
     assert {Path(PureWindowsPath(v).as_posix()) for v in registry.values.values()} == {manifest}
     launcher = tmp_path / "state" / "pedelec-native-host.bat"
     assert launcher.read_bytes() == (
-        b'@"C:\\Program Files\\Python 3.11 (100%%)\\python.exe" -m native_host %*\r\n'
+        b'@"C:\\Program Files\\Python 3.11 (100%%)\\python.exe" -I -m native_host %*\r\n'
+    )
+    assert installer.launcher_interpreter(launcher.read_text()) == (
+        r"C:\Program Files\Python 3.11 (100%)\python.exe"
     )
     assert json.loads(manifest.read_text())["path"].endswith("pedelec-native-host.bat")
     assert "(chrome, brave)" in out.getvalue()
     assert f"set             {chrome} = " in out.getvalue()
 
-    installer.uninstall(ctx)
+    uninstall.uninstall(ctx)
     assert registry.values == {}
     assert not manifest.exists() and not launcher.exists()
 
@@ -348,11 +411,15 @@ def test_windows_uninstall_restores_a_key_it_replaced_and_keeps_a_changed_one(
     chrome = RegistryKey("HKCU", rf"Software\Google\Chrome\{tail}")
     edge = RegistryKey("HKCU", rf"Software\Microsoft\Edge\{tail}")
     registry.values[chrome] = r"C:\Users\ann\.pedelec\cc.isaaclin.pedelec.json"
-    ctx, out = make_env("win32", win_env, PurePath(win_env["HOME"]), registry=registry)
+    ctx, out = make_env("win32", win_env, PureWindowsPath(r"C:\Users\ann"), registry=registry)
     installer.install(installer.InstallOptions(browsers=("chrome", "edge")), ctx)
     assert registry.values[chrome] != r"C:\Users\ann\.pedelec\cc.isaaclin.pedelec.json"
+    desktop_note = [line for line in out.getvalue().splitlines() if line.startswith("note")]
+    assert len(desktop_note) == 1 and str(chrome) in desktop_note[0]
+    assert "Pedelec Desktop's registration" in desktop_note[0]
+    assert "next foreground start" in desktop_note[0]
     registry.values[edge] = r"D:\elsewhere.json"  # rewritten by someone else since
-    installer.uninstall(ctx)
+    uninstall.uninstall(ctx)
     assert registry.values == {
         chrome: r"C:\Users\ann\.pedelec\cc.isaaclin.pedelec.json",
         edge: r"D:\elsewhere.json",
@@ -365,7 +432,7 @@ def test_windows_rejects_user_data_dir(
 ) -> None:
     win_env, registry = windows
     ctx, _ = make_env("win32", win_env, PurePath(win_env["HOME"]), registry=registry)
-    with pytest.raises(installer.InstallError, match="registry"):
+    with pytest.raises(installer.UsageError, match="registry"):
         installer.install(installer.InstallOptions(user_data_dirs=(tmp_path / "p",)), ctx)
 
 
@@ -399,4 +466,188 @@ def test_template_matches_what_install_writes() -> None:
 
 def test_launcher_quoting_survives_spaces_and_quotes() -> None:
     text = installer.launcher_text(locations.Os.LINUX, "/opt/it's here/python").decode()
-    assert """exec '/opt/it'"'"'s here/python' -m native_host "$@"\n""" in text
+    assert """exec '/opt/it'"'"'s here/python' -I -m native_host "$@"\n""" in text
+    assert installer.launcher_interpreter(text) == "/opt/it's here/python"
+    assert installer.launcher_interpreter("#!/bin/sh\nexec /usr/bin/other\n") is None
+
+
+# --- the interpreter baked into the launcher (issue 12) ---------------------------------
+def test_install_from_an_editable_checkout_refuses_without_force(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    before = snapshot(tmp_path)
+    result = subprocess.run(
+        [sys.executable, "-m", "native_host", "install", "--user-data-dir", str(tmp_path / "p")],
+        env=env, capture_output=True, text=True, timeout=60, cwd=REPO,
+    )  # fmt: skip
+    assert result.returncode == 1
+    assert f"native_host ({REPO})" in result.stderr
+    assert "source checkout" in result.stderr
+    assert "pipx install" in result.stderr and "uv tool install" in result.stderr
+    assert "--force" in result.stderr
+    assert snapshot(tmp_path) == before
+    forced = run_cli(env, "install", "--user-data-dir", str(tmp_path / "p"))
+    assert forced.returncode == 0, forced.stderr
+    assert forced.stdout.startswith("warning         --force: baking in native_host")
+
+
+def test_an_explicit_host_path_or_frozen_build_is_never_classified(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    def doomed(executable: str, _env: object) -> interpreter.Interpreter:
+        return interpreter.Interpreter(executable, "/src", (), None, (), {})
+
+    exe = tmp_path / "dist" / "pedelec-native-host"
+    ctx, _ = make_env("linux", env, Path(env["HOME"]), frozen=True, executable=str(exe))
+    ctx.describe_interpreter = doomed
+    installer.install(installer.InstallOptions(user_data_dirs=(tmp_path / "p",)), ctx)
+    assert json.loads(manifest_at(tmp_path / "p").read_text())["path"] == str(exe)
+    ctx.frozen = False
+    with pytest.raises(installer.InstallError, match="source checkout"):
+        installer.install(installer.InstallOptions(user_data_dirs=(tmp_path / "q",)), ctx)
+    assert not (tmp_path / "q").exists()
+
+
+# --- modes and ownership (issue 11) -------------------------------------------------------
+def test_umask_000_leaves_nothing_group_or_other_writable(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    profile = tmp_path / "p"
+    result = run_cli(
+        env, "install", "--user-data-dir", str(profile), "--extension-id", DEV_ID, umask=0
+    )
+    assert result.returncode == 0, result.stderr
+    written = [
+        profile, profile / "NativeMessagingHosts", manifest_at(profile),
+        tmp_path / "state", tmp_path / "state" / "pedelec-native-host",
+        tmp_path / "state" / installer.RECORD_FILE, tmp_path / "config",
+        tmp_path / "config" / "config.json",
+    ]  # fmt: skip
+    modes = {str(p.relative_to(tmp_path)): mode(p) for p in written}
+    assert modes == {
+        "p": 0o700,
+        "p/NativeMessagingHosts": 0o700,
+        f"p/NativeMessagingHosts/{MANIFEST}": 0o600,
+        "state": 0o700,
+        "state/pedelec-native-host": 0o700,
+        f"state/{installer.RECORD_FILE}": 0o600,
+        "config": 0o700,
+        "config/config.json": 0o600,
+    }
+
+
+def test_refuses_a_target_directory_others_can_write(tmp_path: Path, env: dict[str, str]) -> None:
+    profile = tmp_path / "shared-profile"
+    (profile / "NativeMessagingHosts").mkdir(parents=True)
+    (profile / "NativeMessagingHosts").chmod(0o777)
+    result = run_cli(env, "install", "--user-data-dir", str(profile))
+    assert result.returncode == 1
+    assert "refusing to write into" in result.stderr
+    assert "writable by other users" in result.stderr
+    assert list((profile / "NativeMessagingHosts").iterdir()) == []
+    # A missing directory is judged by its nearest existing ancestor.
+    (profile / "NativeMessagingHosts").chmod(0o755)
+    profile.chmod(0o777)
+    deeper = run_cli(env, "install", "--user-data-dir", str(profile / "sub"))
+    assert deeper.returncode == 1 and "writable by other users" in deeper.stderr
+    assert not (profile / "sub").exists()
+
+
+def other_user() -> int:
+    """A uid that is not ours: `nobody`, which Debian always has. Needs root to chown."""
+    if os.geteuid() != 0:
+        if os.environ.get("CI") == "true":
+            pytest.fail("CI runs as root; this test must run there")
+        pytest.skip("needs root to give a directory to another user")
+    return 65534
+
+
+def test_refuses_a_target_directory_another_user_owns(tmp_path: Path, env: dict[str, str]) -> None:
+    uid = other_user()
+    profile = tmp_path / "their-profile"
+    (profile / "NativeMessagingHosts").mkdir(parents=True)
+    os.chown(profile / "NativeMessagingHosts", uid, uid)
+    result = run_cli(env, "install", "--user-data-dir", str(profile))
+    assert result.returncode == 1
+    assert "belongs to another user" in result.stderr
+    assert list((profile / "NativeMessagingHosts").iterdir()) == []
+
+
+# --- uninstall trusts only what install could have written (issue 11) --------------------
+def plant_record(tmp_path: Path, victim: Path) -> Path:
+    """A record naming a file no install writes, with that file's real hash."""
+    import hashlib
+
+    record = tmp_path / "state" / installer.RECORD_FILE
+    record.parent.mkdir(parents=True, exist_ok=True)
+    digest = hashlib.sha256(victim.read_bytes()).hexdigest()
+    record.write_text(
+        json.dumps(
+            {
+                "version": 1,
+                "files": [{"path": str(victim), "role": "manifest", "sha256": digest}],
+                "createdDirs": [str(victim.parent)],
+            }
+        )
+    )
+    return record
+
+
+def test_uninstall_never_touches_a_file_a_record_names_but_install_never_writes(
+    tmp_path: Path, home: Path, env: dict[str, str]
+) -> None:
+    bashrc = home / ".bashrc"
+    bashrc.write_text("export PATH=$HOME/bin:$PATH\n")
+    record = plant_record(tmp_path, bashrc)
+    result = run_cli(env, "uninstall")
+    assert result.returncode == 1
+    assert f"refused         {bashrc}: not a file install writes; left alone" in result.stdout
+    assert "left alone and the record kept" in result.stderr
+    assert bashrc.read_text() == "export PATH=$HOME/bin:$PATH\n"
+    assert record.exists() and home.is_dir()
+
+
+@pytest.mark.parametrize("how", ["other-writable", "symlink"])
+def test_uninstall_refuses_a_record_it_cannot_trust(
+    tmp_path: Path, env: dict[str, str], how: str
+) -> None:
+    profile = tmp_path / "p"
+    assert run_cli(env, "install", "--user-data-dir", str(profile)).returncode == 0
+    record = tmp_path / "state" / installer.RECORD_FILE
+    if how == "other-writable":
+        record.chmod(0o646)
+        why = "writable by other users"
+    else:
+        real = tmp_path / "elsewhere.json"
+        record.rename(real)
+        record.symlink_to(real)
+        why = "symbolic link"
+    result = run_cli(env, "uninstall")
+    assert result.returncode == 1
+    assert "install record refused" in result.stderr and why in result.stderr
+    assert manifest_at(profile).is_file()
+
+
+def test_install_names_pedelec_desktops_manifest_and_uninstall_restores_it(
+    tmp_path: Path, home: Path, env: dict[str, str]
+) -> None:
+    profile = tmp_path / "p"
+    desktop = {
+        "name": HOST_NAME,
+        "description": "Pedelec",
+        "path": str(home / ".pedelec" / "pedelec-native-host"),
+        "type": "stdio",
+        "allowed_origins": [OFFICIAL],
+    }
+    original = json.dumps(desktop).encode()
+    manifest_at(profile).parent.mkdir(parents=True)
+    manifest_at(profile).write_bytes(original)
+    result = run_cli(env, "install", "--user-data-dir", str(profile))
+    assert result.returncode == 0, result.stderr
+    note = next(line for line in result.stdout.splitlines() if line.startswith("note"))
+    assert f"{manifest_at(profile)} was Pedelec Desktop's registration" in note
+    assert "uninstall` restores it" in note and "next foreground start" in note
+    again = run_cli(env, "install", "--user-data-dir", str(profile))
+    assert "note" not in again.stdout  # ours now: nothing to say
+    assert run_cli(env, "uninstall").returncode == 0
+    assert manifest_at(profile).read_bytes() == original

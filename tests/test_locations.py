@@ -206,8 +206,10 @@ def test_every_row_has_what_its_platform_needs() -> None:
         names_seen.add((row.os, row.name))
         if row.os is loc.Os.WIN32:
             assert row.registry_vendor and row.registry_vendor in row.registry_lookup
-        else:
+        elif row.sandbox is loc.Sandbox.NONE:
             assert row.system_dirs and all(d.startswith("/") for d in row.system_dirs)
+        else:  # a sandbox sees no system directory of the host
+            assert row.os is loc.Os.LINUX and row.sandbox_id and not row.system_dirs
     for platform in ("linux", "darwin", "win32"):
         names = loc.browser_names(platform)
         assert {"chrome", "chrome-beta", "chrome-dev", "chrome-canary", "chromium", "edge"} <= set(
@@ -231,7 +233,82 @@ def test_unknown_browser_and_platform_are_errors() -> None:
 
 def test_all_selects_every_row_once() -> None:
     every = loc.targets("linux", {}, HOME, Scope.USER, ["all"])
-    assert len(every) == len(loc.rows_for("linux"))
+    rows = loc.rows_for("linux")
+    assert [t.browser for t in every] == [r.name for r in rows if r.sandbox is not loc.Sandbox.SNAP]
+
+
+# --- sandboxed browsers (Linux) --------------------------------------------------------
+@pytest.mark.parametrize(
+    ("name", "app_id", "subdir"),
+    [
+        ("chrome-flatpak", "com.google.Chrome", "google-chrome"),
+        ("chrome-dev-flatpak", "com.google.ChromeDev", "google-chrome-unstable"),
+        ("chromium-flatpak", "org.chromium.Chromium", "chromium"),
+        (
+            "ungoogled-chromium-flatpak",
+            "io.github.ungoogled_software.ungoogled_chromium",
+            "chromium",
+        ),
+        ("edge-flatpak", "com.microsoft.Edge", "microsoft-edge"),
+        ("brave-flatpak", "com.brave.Browser", "BraveSoftware/Brave-Browser"),
+        ("vivaldi-flatpak", "com.vivaldi.Vivaldi", "vivaldi"),
+    ],
+)
+def test_flatpak_rows_read_their_own_var_app_config(name: str, app_id: str, subdir: str) -> None:
+    """XDG_CONFIG_HOME does not move a Flatpak's dirs: the sandbox remaps it itself."""
+    (target,) = loc.targets("linux", {"XDG_CONFIG_HOME": "/xdg"}, HOME, Scope.USER, [name])
+    root = f"/home/ann/.var/app/{app_id}"
+    assert str(target.manifest_path) == f"{root}/config/{subdir}/NativeMessagingHosts/{MANIFEST}"
+    assert (target.sandbox, target.sandbox_id) == (loc.Sandbox.FLATPAK, app_id)
+    assert loc.targets("linux", {}, HOME, Scope.SYSTEM, [name]) == []
+    assert str(loc.flatpak_wrapper_path(HOME, app_id)).startswith(f"{root}/")
+
+
+@pytest.mark.parametrize("name", ["chromium-snap", "brave-snap", "vivaldi-snap"])
+def test_snap_rows_have_nothing_to_register(name: str) -> None:
+    (row,) = loc.select_rows("linux", [name])
+    snap = name.removesuffix("-snap")
+    assert loc.row_user_data_dir(row, {}, HOME) == PurePosixPath(f"/home/ann/snap/{snap}")
+    for scope in Scope:
+        assert loc.targets("linux", {}, HOME, scope, [name]) == []
+    assert loc.lookup_order("linux", {}, HOME, name) == []
+
+
+def test_sandboxed_rows_are_linux_only() -> None:
+    for platform in ("darwin", "win32"):
+        assert not [n for n in loc.browser_names(platform) if n.endswith(("-flatpak", "-snap"))]
+
+
+def test_flatpak_override_paths_follow_xdg_data_home() -> None:
+    assert [str(p) for p in loc.flatpak_override_paths({}, HOME, "com.google.Chrome")] == [
+        "/home/ann/.local/share/flatpak/overrides/com.google.Chrome",
+        "/var/lib/flatpak/overrides/com.google.Chrome",
+    ]
+    custom = loc.flatpak_override_paths({"XDG_DATA_HOME": "/data"}, HOME, "com.brave.Browser")
+    assert str(custom[0]) == "/data/flatpak/overrides/com.brave.Browser"
+
+
+def test_pedelec_desktops_own_registration() -> None:
+    """Spec 5.1: the Desktop copies its host to ~/.pedelec and registers it on macOS and
+    Windows only."""
+    assert [str(p) for p in loc.desktop_host_paths("linux", {}, HOME)] == [
+        "/home/ann/.pedelec/pedelec-native-host"
+    ]
+    assert [str(p) for p in loc.desktop_host_paths("win32", {}, WIN_HOME)] == [
+        r"C:\Users\ann\.pedelec\pedelec-native-host.exe"
+    ]
+    moved = loc.desktop_host_paths("darwin", {"PEDELEC_HOME": "/p"}, MAC_HOME)
+    assert [str(p) for p in moved] == [
+        "/Users/ann/.pedelec/pedelec-native-host",
+        "/p/pedelec-native-host",
+    ]
+    assert str(loc.desktop_manifest_path("win32", WIN_HOME)) == (
+        r"C:\Users\ann\.pedelec\cc.isaaclin.pedelec.json"
+    )
+    assert str(loc.desktop_manifest_path("darwin", MAC_HOME)) == (
+        f"/Users/ann/Library/Application Support/Google/Chrome/NativeMessagingHosts/{MANIFEST}"
+    )
+    assert loc.desktop_manifest_path("linux", HOME) is None
 
 
 def test_custom_user_data_dir_reads_nativemessaginghosts_not_default() -> None:

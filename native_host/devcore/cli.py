@@ -1,21 +1,37 @@
-"""`pedelec-native-host dev-core`: run a dev Core until SIGINT or SIGTERM."""
+"""`pedelec-native-host dev-core`: run a dev Core until SIGINT or SIGTERM.
+
+It never touches Pedelec Desktop's files: without `--home` it serves from a fresh
+temporary home (printed, removed at exit), and it refuses a `--home` whose `runtime.json`
+names a running Core that is not a dev Core — replacing that file would cut the user's
+Desktop off from every host until the Desktop restarts.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import shutil
 import signal
+import socket
 import sys
+import tempfile
 import threading
+import time
 from pathlib import Path
 from types import FrameType
 
 from pydantic import ValidationError
 
+from native_host.core.discovery import CoreUnreachableError, parse_runtime, pid_alive
 from native_host.devcore.faults import Faults
-from native_host.devcore.server import DevCore
+from native_host.devcore.server import DEV_CORE_MARKER, RUNTIME_FILE, DevCore
 from native_host.devcore.settings import DevCoreSettings
-from native_host.paths import pedelec_home
+from native_host.files import FileRefusedError, read_trusted
+
+EXIT_USAGE = 2
+PROBE_TIMEOUT_S = 1.0
+PROBE_MAX_BYTES = 65_536
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -24,7 +40,10 @@ def _parser() -> argparse.ArgumentParser:
         description="Run a development Pedelec Core (pedelec-core-ipc-v1) on 127.0.0.1.",
     )
     parser.add_argument(
-        "--home", type=Path, help="Pedelec home (default $PEDELEC_HOME or ~/.pedelec)"
+        "--home",
+        type=Path,
+        help="where runtime.json goes (default: a fresh temporary directory, removed at "
+        "exit; point the host at it with PEDELEC_HOME)",
     )
     parser.add_argument("--port", type=int, default=0, help="TCP port (default: ephemeral)")
     parser.add_argument("--generation", choices=("legacy", "current"), default="current")
@@ -42,6 +61,51 @@ def _load_faults(text: str | None) -> Faults:
     return Faults.model_validate(json.loads(text))
 
 
+def _answers_ping(port: int) -> bool:
+    """Whether a Core answers a `ping` there: something else on a reused port does not."""
+    request = {"requestId": "dev-core-probe", "type": "ping", "payload": {}}
+    deadline = time.monotonic() + PROBE_TIMEOUT_S
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=PROBE_TIMEOUT_S) as sock:
+            sock.sendall(json.dumps(request).encode() + b"\n")
+            reply = b""
+            while b"\n" not in reply and len(reply) < PROBE_MAX_BYTES:
+                sock.settimeout(max(deadline - time.monotonic(), 0.001))
+                chunk = sock.recv(4096)
+                if not chunk:
+                    break
+                reply += chunk
+        answer = json.loads(reply.split(b"\n", 1)[0])
+    except (OSError, ValueError):
+        return False
+    return isinstance(answer, dict) and answer.get("requestId") == request["requestId"]
+
+
+def foreign_core(home: Path) -> str | None:
+    """Why `home/runtime.json` belongs to a running Core that is not a dev Core, or None.
+
+    Only a valid file whose pid is alive and whose port answers a Core `ping` counts: a
+    stale or broken one is what the host itself treats as "no Core" (and launches the
+    Desktop to replace).
+    """
+    path = home / RUNTIME_FILE
+    try:
+        raw = read_trusted(path).decode("utf-8")
+        endpoint = parse_runtime(raw)
+        data = json.loads(raw)
+    except (FileRefusedError, UnicodeDecodeError, CoreUnreachableError, ValueError):
+        return None
+    if data.get(DEV_CORE_MARKER) is True or endpoint.pid == os.getpid():
+        return None
+    if not pid_alive(endpoint.pid) or not _answers_ping(endpoint.port):
+        return None
+    return (
+        f"{path} belongs to a running Core (pid {endpoint.pid}, {endpoint.endpoint}), "
+        "probably Pedelec Desktop's; refusing to replace it. Leave out --home to use a "
+        "temporary home, or pass another directory."
+    )
+
+
 def main(argv: list[str]) -> int:
     """Entry point; `argv[0]` is the word `dev-core`."""
     parser = _parser()
@@ -50,8 +114,22 @@ def main(argv: list[str]) -> int:
         faults = _load_faults(args.faults)
     except (OSError, ValueError, ValidationError) as exc:
         parser.error(f"--faults: {exc}")
+    if args.home is not None:
+        refusal = foreign_core(args.home)
+        if refusal is not None:
+            sys.stderr.write(f"error: {refusal}\n")
+            return EXIT_USAGE
+        return _serve(args, faults, args.home)
+    home = Path(tempfile.mkdtemp(prefix="pedelec-dev-core-"))
+    try:
+        return _serve(args, faults, home)
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def _serve(args: argparse.Namespace, faults: Faults, home: Path) -> int:
     settings = DevCoreSettings(
-        home=args.home or pedelec_home(),
+        home=home,
         generation=args.generation,
         port=args.port,
         version=args.version,

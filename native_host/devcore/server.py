@@ -35,6 +35,8 @@ from native_host.devcore.wire import (
 )
 
 RUNTIME_FILE = "runtime.json"
+DEV_CORE_MARKER = "devCore"
+"""A `runtime.json` key only the dev Core writes: `dev-core` may replace such a file."""
 _TOO_LARGE = {
     "requestId": "",
     "ok": False,
@@ -177,6 +179,7 @@ class DevCore:
             "port": self.port,
             "endpoint": self.endpoint,
             "pid": os.getpid(),
+            DEV_CORE_MARKER: True,
         }
         fd, temp = tempfile.mkstemp(dir=home, prefix=".runtime.", suffix=".tmp")
         try:

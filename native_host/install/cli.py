@@ -7,8 +7,11 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from native_host.install import installer
+from native_host.install import installer, uninstall
 from native_host.install.locations import Scope, UnsupportedPlatformError
+
+USAGE_ERROR = 2
+"""argparse's exit status for a usage error; every usage error of every subcommand uses it."""
 
 
 def add_user_data_dir_option(parser: argparse.ArgumentParser, verb: str) -> None:
@@ -58,6 +61,25 @@ def _install_parser() -> argparse.ArgumentParser:
         help="executable the manifest points at (default: this build)",
     )
     add_user_data_dir_option(parser, "register in")
+    parser.add_argument(
+        "--flatpak",
+        action="store_true",
+        help="also register Flatpak browsers: writes a wrapper inside the sandbox that starts "
+        "the host with `flatpak-spawn --host` (needs the permission --flatpak-grant gives)",
+    )
+    parser.add_argument(
+        "--flatpak-grant",
+        action="store_true",
+        help="with --flatpak: also run `flatpak override --user "
+        "--talk-name=org.freedesktop.Flatpak APP` (lets the browser run any program outside "
+        "its sandbox)",
+    )
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="write the launcher even when this interpreter lives in a cache, a temporary "
+        "directory or a source checkout",
+    )
     parser.add_argument("--dry-run", action="store_true", help="print what would be written")
     return parser
 
@@ -72,15 +94,19 @@ def _uninstall_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str]) -> int:
-    """Run `install` or `uninstall`; exit 1 with one `error:` line on a problem."""
+    """Run `install` or `uninstall`: exit 2 on a usage error, 1 with one `error:` line on
+    any other problem."""
     word, rest = argv[0], list(argv[1:])
     try:
         ctx = installer.default_environment(sys.stdout)
         if word == "uninstall":
             args = _uninstall_parser().parse_args(rest)
-            installer.uninstall(ctx, dry_run=args.dry_run)
+            uninstall.uninstall(ctx, dry_run=args.dry_run)
             return 0
-        args = _install_parser().parse_args(rest)
+        parser = _install_parser()
+        args = parser.parse_args(rest)
+        if args.flatpak_grant and not args.flatpak:
+            parser.error("--flatpak-grant needs --flatpak")
         options = installer.InstallOptions(
             browsers=tuple(args.browser) if args.browser else None,
             scope=Scope(args.scope),
@@ -88,8 +114,14 @@ def main(argv: Sequence[str]) -> int:
             host_path=args.host_path,
             user_data_dirs=tuple(args.user_data_dir),
             dry_run=args.dry_run,
+            flatpak=args.flatpak,
+            flatpak_grant=args.flatpak_grant,
+            force=args.force,
         )
         installer.install(options, ctx)
+    except installer.UsageError as exc:
+        sys.stderr.write(f"pedelec-native-host {word}: error: {exc}\n")
+        return USAGE_ERROR
     except (installer.InstallError, UnsupportedPlatformError) as exc:
         sys.stderr.write(f"error: {exc}\n")
         return 1
@@ -98,5 +130,8 @@ def main(argv: Sequence[str]) -> int:
             f"error: {exc.strerror}: {exc.filename} "
             "(system scope needs root, or Administrator on Windows)\n"
         )
+        return 1
+    except OSError as exc:  # a full disk, a read-only file system, ...
+        sys.stderr.write(f"error: {exc.strerror or exc}: {exc.filename or ''}\n")
         return 1
     return 0

@@ -11,6 +11,10 @@ Lookup facts that shape the table:
   One manifest file serves every key.
 - macOS Brave and Arc have been seen reading only Chrome's user directory, so they are
   registered in both.
+- Sandboxed Linux browsers are rows of their own (spec 5.4), detected by their data dirs:
+  a Flatpak reads `~/.var/app/<app-id>/config/<browser>/NativeMessagingHosts` and can run
+  only what its sandbox can see (hence the `flatpak-spawn --host` wrapper); a Snap cannot
+  start a host outside its confinement at all, so it has no targets.
 """
 
 from __future__ import annotations
@@ -40,6 +44,14 @@ class Scope(StrEnum):
     SYSTEM = "system"
 
 
+class Sandbox(StrEnum):
+    """How a browser is packaged: natively, or confined (Linux only)."""
+
+    NONE = ""
+    FLATPAK = "flatpak"
+    SNAP = "snap"
+
+
 class UnsupportedPlatformError(ValueError):
     """The platform has no Chromium native messaging layout we know."""
 
@@ -48,8 +60,9 @@ class UnsupportedPlatformError(ValueError):
 class BrowserRow:
     """One (browser, channel, OS) row of the table; scope is applied by `targets`.
 
-    Templates start with a variable: `{config}` (Linux config home), `{appsupport}`
-    (macOS `~/Library/Application Support`) or `{localappdata}` (Windows).
+    Templates start with a variable: `{config}` (Linux config home), `{home}` (the user
+    home, for sandboxed rows), `{appsupport}` (macOS `~/Library/Application Support`) or
+    `{localappdata}` (Windows).
     """
 
     browser: str
@@ -65,11 +78,15 @@ class BrowserRow:
     registry_lookup: tuple[str, ...] = ()
     """Windows: vendor keys the browser reads, in order (spec 5.2)."""
     note: str = ""
+    sandbox: Sandbox = Sandbox.NONE
+    sandbox_id: str = ""
+    """The Flatpak app id or the snap name."""
 
     @property
     def name(self) -> str:
-        """The `--browser` word: the family, plus the channel unless stable."""
-        return self.browser if self.channel == "stable" else f"{self.browser}-{self.channel}"
+        """The `--browser` word: the family, the channel unless stable, the sandbox if any."""
+        name = self.browser if self.channel == "stable" else f"{self.browser}-{self.channel}"
+        return f"{name}-{self.sandbox.value}" if self.sandbox is not Sandbox.NONE else name
 
 
 # --- branding-fixed system directories (spec 5.2, 5.3) ----------------------
@@ -97,6 +114,35 @@ def _linux(
 ) -> BrowserRow:
     """A Linux row: user data dir `{config}/<subdir>`."""
     return BrowserRow(browser, channel, Os.LINUX, label, f"{{config}}/{subdir}", system, note=note)
+
+
+def _flatpak(browser: str, channel: str, label: str, app_id: str, subdir: str) -> BrowserRow:
+    """A Flatpak row: the sandbox's XDG config home is `~/.var/app/<app-id>/config`, and it
+    sees neither the host's `/etc` nor its `~/.config` (spec 5.4): user level only."""
+    user = f"{{home}}/.var/app/{app_id}/config/{subdir}"
+    return BrowserRow(
+        browser,
+        channel,
+        Os.LINUX,
+        f"{label} (Flatpak)",
+        user,
+        sandbox=Sandbox.FLATPAK,
+        sandbox_id=app_id,
+    )
+
+
+def _snap(browser: str, label: str, snap: str) -> BrowserRow:
+    """A Snap row, detected by `~/snap/<name>`: confinement stops it from starting any
+    host outside the snap, so nothing can be registered (spec 5.4)."""
+    return BrowserRow(
+        browser,
+        "stable",
+        Os.LINUX,
+        f"{label} (Snap)",
+        f"{{home}}/snap/{snap}",
+        sandbox=Sandbox.SNAP,
+        sandbox_id=snap,
+    )
 
 
 def _mac(
@@ -138,6 +184,18 @@ TABLE: tuple[BrowserRow, ...] = (
            note=_UNVERIFIED),
     _linux("vivaldi", "stable", "Vivaldi", "vivaldi", "/etc/opt/vivaldi/native-messaging-hosts",
            "/etc/vivaldi/native-messaging-hosts", note=_UNVERIFIED),
+    _flatpak("chrome", "stable", "Google Chrome", "com.google.Chrome", "google-chrome"),
+    _flatpak("chrome", "dev", "Google Chrome Dev", "com.google.ChromeDev",
+             "google-chrome-unstable"),
+    _flatpak("chromium", "stable", "Chromium", "org.chromium.Chromium", "chromium"),
+    _flatpak("ungoogled-chromium", "stable", "ungoogled-chromium",
+             "io.github.ungoogled_software.ungoogled_chromium", "chromium"),
+    _flatpak("edge", "stable", "Microsoft Edge", "com.microsoft.Edge", "microsoft-edge"),
+    _flatpak("brave", "stable", "Brave", "com.brave.Browser", "BraveSoftware/Brave-Browser"),
+    _flatpak("vivaldi", "stable", "Vivaldi", "com.vivaldi.Vivaldi", "vivaldi"),
+    _snap("chromium", "Chromium", "chromium"),
+    _snap("brave", "Brave", "brave"),
+    _snap("vivaldi", "Vivaldi", "vivaldi"),
     _mac("chrome", "stable", "Google Chrome", "Google/Chrome", _CHROME_SYS_MAC),
     _mac("chrome", "beta", "Google Chrome Beta", "Google/Chrome Beta", _CHROME_SYS_MAC),
     _mac("chrome", "dev", "Google Chrome Dev", "Google/Chrome Dev", _CHROME_SYS_MAC),
@@ -202,6 +260,8 @@ class Target:
     """Its existence means "this browser is installed" (None for a custom profile root)."""
     registry_key: RegistryKey | None = None
     note: str = ""
+    sandbox: Sandbox = Sandbox.NONE
+    sandbox_id: str = ""
 
 
 def normalize_platform(platform: str) -> Os:
@@ -237,7 +297,7 @@ def _variables(os_name: Os, env: Mapping[str, str], home: PurePath) -> dict[str,
         config = (
             env.get("CHROME_CONFIG_HOME") or env.get("XDG_CONFIG_HOME") or str(home / ".config")
         )
-        return {"config": config}
+        return {"config": config, "home": str(home)}
     if os_name is Os.DARWIN:
         return {"appsupport": str(home / "Library" / "Application Support")}
     return {
@@ -321,13 +381,25 @@ def targets(
             manifest = windows_manifest_path(env, home, scope)
             result.append(Target(row.name, row.label, scope, manifest, user_data, key, row.note))
             continue
+        if row.sandbox is Sandbox.SNAP:
+            continue  # nothing a Snap reads can start a host
         if scope is Scope.USER:
             dirs = [user_data] + [_expand(t, os_name, variables) for t in row.also_user_data_dirs]
             manifest_dirs = [d / NMH_SUBDIR for d in dirs]
         else:
             manifest_dirs = [_expand(d, os_name, variables) for d in row.system_dirs]
         result.extend(
-            Target(row.name, row.label, scope, d / MANIFEST_FILE, user_data, None, row.note)
+            Target(
+                row.name,
+                row.label,
+                scope,
+                d / MANIFEST_FILE,
+                user_data,
+                None,
+                row.note,
+                row.sandbox,
+                row.sandbox_id,
+            )
             for d in manifest_dirs
         )
     return result
@@ -397,3 +469,62 @@ def allowed_origins(extra_ids: Sequence[str]) -> list[str]:
     """The official origin first, then each extra id once."""
     ids = dict.fromkeys([OFFICIAL_EXTENSION_ID, *extra_ids])
     return [extension_origin(i) for i in ids]
+
+
+# --- sandboxed browsers (spec 5.4) ---------------------------------------------------
+FLATPAK_WRAPPER_DIR = "pedelec-native-host"
+FLATPAK_WRAPPER = "pedelec-native-host"
+
+
+def flatpak_app_dir(home: PurePath, app_id: str) -> PurePosixPath:
+    """`~/.var/app/<app-id>`: the part of the home a Flatpak app always sees, at the same
+    path inside its sandbox as outside."""
+    return PurePosixPath(str(home)) / ".var" / "app" / app_id
+
+
+def flatpak_wrapper_path(home: PurePath, app_id: str) -> PurePosixPath:
+    """The in-sandbox wrapper the manifest points at (under the app's own data dir)."""
+    return flatpak_app_dir(home, app_id) / "data" / FLATPAK_WRAPPER_DIR / FLATPAK_WRAPPER
+
+
+def flatpak_override_paths(
+    env: Mapping[str, str], home: PurePath, app_id: str
+) -> tuple[PurePosixPath, ...]:
+    """Where `flatpak override` keeps an app's permission overrides: per user (what
+    `flatpak override --user` writes), then system-wide."""
+    data = env.get("XDG_DATA_HOME") or str(PurePosixPath(str(home)) / ".local" / "share")
+    return (
+        PurePosixPath(data) / "flatpak" / "overrides" / app_id,
+        PurePosixPath("/var/lib/flatpak/overrides") / app_id,
+    )
+
+
+# --- Pedelec Desktop's own registration (spec 5.1) --------------------------------------
+_DESKTOP_HOST = {Os.LINUX: "pedelec-native-host", Os.DARWIN: "pedelec-native-host",
+                 Os.WIN32: "pedelec-native-host.exe"}  # fmt: skip
+
+
+def desktop_host_paths(
+    platform: str, env: Mapping[str, str], home: PurePath
+) -> tuple[PurePath, ...]:
+    """The host Pedelec Desktop copies at every foreground start: `~/.pedelec/pedelec-native-host`
+    (`.exe` on Windows), also under `$PEDELEC_HOME` when that is set."""
+    os_name = normalize_platform(platform)
+    flavour = _flavour(os_name)
+    homes = [flavour(str(home)) / ".pedelec"]
+    if env.get("PEDELEC_HOME"):
+        homes.append(flavour(env["PEDELEC_HOME"]))
+    return tuple(dict.fromkeys(h / _DESKTOP_HOST[os_name] for h in homes))
+
+
+def desktop_manifest_path(platform: str, home: PurePath) -> PurePath | None:
+    """The manifest file the Desktop writes: `%USERPROFILE%\\.pedelec\\<name>.json` on
+    Windows (its HKCU Chrome key points there), Chrome's user directory on macOS, none
+    on Linux (the Desktop registers no host there)."""
+    os_name = normalize_platform(platform)
+    if os_name is Os.WIN32:
+        return PureWindowsPath(str(home)) / ".pedelec" / MANIFEST_FILE
+    if os_name is Os.DARWIN:
+        support = PurePosixPath(str(home)) / "Library" / "Application Support"
+        return support / "Google" / "Chrome" / NMH_SUBDIR / MANIFEST_FILE
+    return None

@@ -75,7 +75,9 @@ class E2EWorld:
         """Start the dev Core and the page server; register the host for the test extension."""
         self.core.start()
         self.server = PageServer()
-        command = [sys.executable, "-m", "native_host", "install"]
+        # --force: the host under test is this checkout, which install rightly calls a
+        # location that would not last for a real user
+        command = [sys.executable, "-m", "native_host", "install", "--force"]
         command += ["--user-data-dir", str(self.user_data_dir)]
         command += ["--extension-id", harness.EXTENSION_ID]
         done = subprocess.run(

@@ -1,0 +1,64 @@
+"""What install writes: the manifest document, the launcher script, and reading a
+launcher back (doctor uses that to explain a host that cannot start)."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Sequence
+
+from native_host import HOST_NAME
+from native_host.install import locations
+from native_host.install.locations import Os
+
+MANIFEST_DESCRIPTION = "Pedelec native messaging host"
+LAUNCHER_NAMES = {Os.LINUX: "pedelec-native-host", Os.DARWIN: "pedelec-native-host"}
+WINDOWS_LAUNCHER = "pedelec-native-host.bat"
+LAUNCHER_MARK = "# Written by `pedelec-native-host install`; Chrome runs this as the host."
+INTERPRETER_OPTIONS = ("-I",)
+"""Isolated mode: no PYTHONPATH, no user site, no current directory on sys.path, so the
+environment a browser passes cannot change which code runs. `-S` was measured and not
+kept (docs/install.md, "The launcher")."""
+
+
+def launcher_name(os_name: Os) -> str:
+    """The launcher's file name on this OS (a batch file on Windows)."""
+    return WINDOWS_LAUNCHER if os_name is Os.WIN32 else LAUNCHER_NAMES[os_name]
+
+
+def render_manifest(host_path: str, extra_ids: Sequence[str]) -> bytes:
+    """The manifest (spec 1.3): official origin first, then each extra id."""
+    manifest = {
+        "name": HOST_NAME,
+        "description": MANIFEST_DESCRIPTION,
+        "path": host_path,
+        "type": "stdio",
+        "allowed_origins": locations.allowed_origins(extra_ids),
+    }
+    return (json.dumps(manifest, indent=2) + "\n").encode()
+
+
+def launcher_text(os_name: Os, python: str) -> bytes:
+    """A script Chrome can execute that runs this package with this interpreter."""
+    options = " ".join(INTERPRETER_OPTIONS)
+    if os_name is Os.WIN32:
+        # In a batch file `%` must be doubled; a Windows path cannot contain `"`.
+        return f'@"{python.replace("%", "%%")}" {options} -m native_host %*\r\n'.encode()
+    return (
+        f'#!/bin/sh\n{LAUNCHER_MARK}\nexec {shlex.quote(python)} {options} -m native_host "$@"\n'
+    ).encode()
+
+
+def launcher_interpreter(text: str) -> str | None:
+    """The interpreter a launcher written by `launcher_text` runs, or None if the text is
+    not such a launcher (doctor uses this to explain a host that cannot start)."""
+    for line in text.splitlines():
+        if line.startswith('@"'):
+            return line[2:].split('"', 1)[0].replace("%%", "%")
+        if line.startswith("exec ") and LAUNCHER_MARK in text:
+            try:
+                words = shlex.split(line)
+            except ValueError:
+                return None
+            return words[1] if len(words) > 1 else None
+    return None

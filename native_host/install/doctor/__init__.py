@@ -1,0 +1,15 @@
+"""`pedelec-native-host doctor`: say what stops the host from working, in the words the
+browser would use, with a fix for each problem.
+
+By concern: `report` (findings and printing), `manifests` (which manifest a browser
+loads and whether Chrome accepts it), `sandbox` (Snap and Flatpak), `browser_policy`
+(managed policies), `selftest` (the registered host started as Chrome does), `core_side`
+(the Core, through the host's own readers), `cli` (what to check, and the command line).
+"""
+
+from __future__ import annotations
+
+from native_host.install.doctor.cli import Doctor, diagnose, main
+from native_host.install.doctor.report import Finding, Status
+
+__all__ = ["Doctor", "Finding", "Status", "diagnose", "main"]

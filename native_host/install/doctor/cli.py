@@ -1,0 +1,345 @@
+"""`pedelec-native-host doctor`: run every check for this machine and print the report.
+
+Which browsers: the ones named, else every installed one plus everything the install
+record says was registered (profile roots included). Every check runs isolated: one
+that fails unexpectedly becomes a finding, the report always prints, no traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import functools
+import os
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path, PurePath
+from typing import TextIO
+
+from native_host.install import locations
+from native_host.install.cli import USAGE_ERROR, add_user_data_dir_option
+from native_host.install.doctor import core_side, manifests, sandbox, selftest
+from native_host.install.doctor.browser_policy import policy_findings, read_policy
+from native_host.install.doctor.report import NOT_FOUND, Finding, Status, exit_status, render
+from native_host.install.locations import BrowserRow, Os, Sandbox, Scope, Target
+from native_host.install.managed_policy import Permission, PolicyReader, PolicyRegistry
+from native_host.install.plan import as_local
+from native_host.install.record import (
+    MANIFEST,
+    InstallRecord,
+    RecordError,
+    load_record,
+    record_path,
+)
+from native_host.install.registry import Registry, WindowsRegistry
+
+DEFAULT_TIMEOUT_S = 15.0
+PROFILE = "profile"
+"""The `browsers` word the install record uses for a `--user-data-dir` profile root."""
+
+
+def _install_hint(row: BrowserRow) -> str:
+    """The command that registers this browser (a Flatpak also needs --flatpak)."""
+    flag = " --flatpak" if row.sandbox is Sandbox.FLATPAK else ""
+    return f"pedelec-native-host install{flag} --browser {row.name}"
+
+
+@dataclass
+class Doctor:
+    """Runs every check for one environment; `findings` is the report."""
+
+    platform: str
+    env: Mapping[str, str]
+    home: PurePath
+    timeout: float = DEFAULT_TIMEOUT_S
+    registry_factory: Callable[[], Registry] = WindowsRegistry
+    policy_registry_factory: Callable[[], PolicyRegistry] | None = None
+    system_root: Path = Path("/")
+    """Prefix of system paths (`/etc`, `/Library`): tests simulate a machine there."""
+    findings: list[Finding] = field(default_factory=list)
+    record: InstallRecord | None = None
+    _self_tests: dict[str, list[Finding]] = field(default_factory=dict)
+
+    @property
+    def os(self) -> Os:
+        return locations.normalize_platform(self.platform)
+
+    def add(self, *findings: Finding) -> None:
+        self.findings.extend(findings)
+
+    def isolated(self, subject: str, check: str, run: Callable[[], None]) -> None:
+        """Run one check; anything unexpected becomes a finding instead of a traceback."""
+        try:
+            run()
+        except Exception as exc:  # the safety net of a diagnostic tool
+            self.add(
+                Finding(
+                    Status.FAIL,
+                    subject,
+                    check,
+                    f"doctor could not finish this check: {type(exc).__name__}: {exc}",
+                    "report this with the output of `pedelec-native-host doctor --json`",
+                )
+            )
+
+    # -- what to check ---------------------------------------------------------------
+    def read_record(self) -> None:
+        """The install record, through the same trusted reader uninstall uses."""
+        path = record_path(self.env)
+        try:
+            self.record = load_record(path)
+        except RecordError as exc:
+            self.add(
+                Finding(
+                    Status.FAIL,
+                    "install",
+                    "install record",
+                    str(exc),
+                    "move it away, then run `pedelec-native-host install` again",
+                )
+            )
+            return
+        if self.record is None:
+            self.add(Finding(Status.OK, "install", "install record", f"none at {path}"))
+            return
+        files, keys = len(self.record.files), len(self.record.registry)
+        self.add(
+            Finding(Status.OK, "install", "install record", f"{path}: {files} files, {keys} keys")
+        )
+
+    def recorded_rows(self) -> list[BrowserRow]:
+        """Browsers the install record says were registered."""
+        if self.record is None:
+            return []
+        named = {b for e in self.record.files for b in e.browsers}
+        named |= {b for e in self.record.registry for b in e.browsers}
+        return [row for row in locations.rows_for(self.platform) if row.name in named]
+
+    def recorded_profiles(self) -> list[Path]:
+        """Profile roots (`install --user-data-dir`) the install record lists."""
+        if self.record is None:
+            return []
+        return [
+            Path(e.path).parent.parent
+            for e in self.record.files
+            if e.role == MANIFEST and e.browsers == [PROFILE]
+        ]
+
+    def installed_rows(self) -> list[BrowserRow]:
+        """Browsers whose user data dir exists or that have a manifest registered."""
+        lookup = self._lookup()
+
+        def present(row: BrowserRow) -> bool:
+            user_data = as_local(locations.row_user_data_dir(row, self.env, self.home))
+            return user_data.is_dir() or lookup.find(self._order(row)) is not None
+
+        return [row for row in locations.rows_for(self.platform) if present(row)]
+
+    # -- per browser -------------------------------------------------------------------
+    def _lookup(self) -> manifests.Lookup:
+        registry = self.registry_factory() if self.os is Os.WIN32 else None
+        return manifests.Lookup(self.os, registry, self.system_root)
+
+    def _order(self, row: BrowserRow) -> list[Target]:
+        return locations.lookup_order(self.platform, self.env, self.home, row.name)
+
+    def _policy_reader(self) -> PolicyReader:
+        factory = self.policy_registry_factory
+        if factory is None and self.os is Os.WIN32:
+            factory = WindowsRegistry
+        return PolicyReader(self.os, self.system_root, self.env.get("USER", ""), factory)
+
+    def check_row(self, row: BrowserRow) -> None:
+        """Sandbox, managed policy, the manifest it would load, and its host."""
+        if row.sandbox is Sandbox.SNAP:
+            self.add(sandbox.snap_finding(row))
+            return
+        policy = read_policy(row, self._policy_reader())
+        user_level = policy is None or policy[0] is not Permission.SYSTEM_ONLY
+        registered = self._lookup().find(self._order(row), user_level)
+        if policy is not None:
+            system = registered is not None and registered.target.scope is Scope.SYSTEM
+            self.add(*policy_findings(row.name, policy[0], policy[1], system))
+        self._check_manifest(row.name, self._order(row), _install_hint(row), row, user_level)
+
+    def check_profile(self, directory: Path) -> None:
+        target = locations.custom_target(directory.absolute())
+        hint = f"pedelec-native-host install --user-data-dir {directory}"
+        self._check_manifest(f"profile {directory.name}", [target], hint, None, True)
+
+    def _check_manifest(
+        self,
+        subject: str,
+        order: Sequence[Target],
+        install_hint: str,
+        row: BrowserRow | None,
+        user_level: bool,
+    ) -> None:
+        """Manifest present, parsed, table checks, host identity, then the self-test."""
+        fix = f"run `{install_hint}`"
+        registered = self._lookup().find(order, user_level)
+        if registered is None:
+            looked = ", ".join(
+                str(t.registry_key) if t.registry_key else str(self._lookup().local(t))
+                for t in order
+                if user_level or t.scope is not Scope.USER
+            )
+            ignored = "" if user_level else "; user-level manifests ignored by policy"
+            self.add(
+                Finding(
+                    Status.FAIL,
+                    subject,
+                    "manifest present",
+                    f"none (looked in {looked}){ignored}",
+                    fix,
+                    NOT_FOUND,
+                )
+            )
+            return
+        detail = registered.where + (
+            f" (shadows {', '.join(registered.shadowed)})" if registered.shadowed else ""
+        )
+        data, why = manifests.read_manifest(registered.path)
+        if data is None and why == "file missing":
+            self.add(
+                Finding(
+                    Status.FAIL,
+                    subject,
+                    "manifest present",
+                    f"{registered.where}: file missing",
+                    fix,
+                    NOT_FOUND,
+                )
+            )
+            return
+        self.add(Finding(Status.OK, subject, "manifest present", detail))
+        if data is None:
+            self.add(
+                Finding(
+                    Status.FAIL,
+                    subject,
+                    "manifest JSON",
+                    f"{registered.path}: {why}",
+                    fix,
+                    NOT_FOUND,
+                )
+            )
+            return
+        self.add(Finding(Status.OK, subject, "manifest JSON", "valid"))
+        ctx = manifests.ManifestContext(
+            registered.path, data, self.os, manifests.config_ids(self.env), install_hint
+        )
+        desktop = locations.desktop_host_paths(self.platform, self.env, self.home)
+        self.add(
+            manifests.host_identity(
+                subject, registered, ctx.host_path, self.record, desktop, install_hint
+            )
+        )
+        table, passed = manifests.run_manifest_table(subject, ctx)
+        self.add(*table)
+        host = ctx.host_path if {"path executable", "type"} <= passed else None
+        if row is not None and row.sandbox is Sandbox.FLATPAK and host is not None:
+            pieces, host = sandbox.flatpak_findings(row, host, self.env, self.home)
+            self.add(*pieces)
+        if host is not None:
+            self.add(*self._self_test(subject, host))
+
+    def _self_test(self, subject: str, host: Path) -> list[Finding]:
+        """Start the host as Chrome does, once per host path, and reuse the verdict."""
+        key = str(host)
+        if key not in self._self_tests:
+            self._self_tests[key] = selftest.run_self_test(host, self.env, self.timeout)
+        return [dataclasses.replace(f, subject=subject) for f in self._self_tests[key]]
+
+    # -- Core side -----------------------------------------------------------------------
+    def check_core(self) -> None:
+        for name, check in (
+            ("Core", lambda: self.add(*core_side.core_findings(self.env))),
+            ("origins.json", lambda: self.add(core_side.origin_policy_finding(self.env))),
+            ("config.json", lambda: self.add(core_side.config_finding(self.env))),
+            ("log location", lambda: self.add(core_side.log_finding(self.env))),
+        ):
+            self.isolated("core", name, check)
+
+
+def diagnose(
+    doctor: Doctor, browsers: Sequence[str] | None, user_data_dirs: Sequence[Path]
+) -> list[Finding]:
+    """Run every check: the named browsers and profile roots, else every installed
+    browser and everything the install record lists. ValueError for an unknown name."""
+    rows = list(locations.select_rows(doctor.platform, browsers)) if browsers else []
+    doctor.isolated("install", "install record", doctor.read_record)
+    profiles = list(user_data_dirs)
+
+    def find_browsers() -> None:
+        installed = doctor.installed_rows()
+        rows.extend(installed + [r for r in doctor.recorded_rows() if r not in installed])
+        profiles.extend(doctor.recorded_profiles())
+        if not rows and not profiles:
+            doctor.add(
+                Finding(
+                    Status.FAIL,
+                    "browsers",
+                    "browser installed",
+                    "no Chromium-based browser found for this user",
+                    "pass --browser NAME or --user-data-dir DIR",
+                    NOT_FOUND,
+                )
+            )
+
+    if not browsers and not user_data_dirs:
+        doctor.isolated("browsers", "browser installed", find_browsers)
+    for directory in profiles:
+        check = functools.partial(doctor.check_profile, directory)
+        doctor.isolated(f"profile {directory.name}", "manifest", check)
+    for row in rows:
+        doctor.isolated(row.name, "browser", functools.partial(doctor.check_row, row))
+    doctor.check_core()
+    return doctor.findings
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="pedelec-native-host doctor",
+        description="Check every browser registration, the host itself and the Core.",
+    )
+    parser.add_argument("--json", action="store_true", help="print a machine-readable list")
+    parser.add_argument(
+        "--browser",
+        action="extend",
+        nargs="+",
+        metavar="NAME",
+        help="browser to check (repeatable; 'all' for every known one)",
+    )
+    add_user_data_dir_option(parser, "check")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT_S,
+        metavar="SECONDS",
+        help="how long to wait for the host's ping answer (default 15)",
+    )
+    return parser
+
+
+def main(argv: Sequence[str], out: TextIO | None = None) -> int:
+    """Print one line per check (or JSON); exit 1 when a check failed, 2 on a usage error."""
+    args = _parser().parse_args(list(argv[1:]))
+    stream = out or sys.stdout
+    try:
+        doctor = Doctor(
+            sys.platform,
+            os.environ,
+            locations.home_from_env(os.environ, sys.platform),
+            timeout=args.timeout,
+        )
+        findings = diagnose(doctor, args.browser, args.user_data_dir)
+    except (ValueError, locations.UnsupportedPlatformError) as exc:
+        sys.stderr.write(f"pedelec-native-host doctor: error: {exc}\n")
+        return USAGE_ERROR
+    stream.write(render(findings, args.json))
+    return exit_status(findings)
+
+
+__all__ = ["DEFAULT_TIMEOUT_S", "Doctor", "diagnose", "main"]

@@ -1,0 +1,254 @@
+"""What a user installs: the sdist and wheel, and the host installed for real use with
+pipx (from the wheel) or uv (from a checkout), registered and answering (issue 12).
+
+These build and install for real, so they are slow and need PyPI: marked `packaging`,
+skipped when the tools cannot be had, except under CI=true, where that is a failure.
+The builds are shared by the whole session.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import email.parser
+import json
+import os
+import pwd
+import shutil
+import subprocess
+import sys
+import tarfile
+import uuid
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import NoReturn
+
+import pytest
+
+from native_host import HOST_NAME, __version__
+
+REPO = Path(__file__).resolve().parent.parent
+IN_CI = os.environ.get("CI") == "true"
+# Everything a checkout holds that the sdist leaves out on purpose (CI and git files).
+NOT_IN_SDIST = (".ci/", ".gitignore", ".benchmarks/")
+SDIST_TREES = ("tests", "docs", "manifests", "installers", "packaging", "bench")
+
+pytestmark = [pytest.mark.packaging, pytest.mark.timeout(600)]
+
+
+def unavailable(what: str, detail: str) -> NoReturn:
+    """Skip on a developer's offline machine; fail in CI, where nothing may be missing."""
+    message = f"{what} unavailable: {detail.strip()[-2000:]}"
+    if IN_CI:
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+def run(
+    command: list[str], timeout: float = 600, **kwargs: object
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        command,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        **kwargs,  # type: ignore[arg-type]
+    )
+
+
+def fresh_checkout(dest: Path) -> Path:
+    """The current files of this tree as a fresh clone would have them once committed:
+    tracked and new files, without anything git ignores (.venv, build/, dist/, caches)."""
+    if (REPO / ".git").exists():
+        listed = run(["git", "-C", str(REPO), "ls-files", "-z", "-co", "--exclude-standard"])
+        assert listed.returncode == 0, listed.stderr
+        for name in filter(None, listed.stdout.split("\0")):
+            source = REPO / name
+            if source.is_file():  # a tracked file deleted in the work tree is not copied
+                (dest / name).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(source, dest / name)
+    else:  # running from an unpacked sdist
+        junk = shutil.ignore_patterns(".venv", "build", "dist", "*.egg-info", "__pycache__")
+        shutil.copytree(REPO, dest, ignore=junk, dirs_exist_ok=True)
+    return dest
+
+
+@pytest.fixture
+def permanent_dir() -> Iterator[Path]:
+    """A directory outside every temporary directory, removed afterwards.
+
+    `install` rightly refuses an interpreter that lives in /tmp, so the pipx, uv and
+    install.sh installs that stand for a user's real one go under the account's home
+    directory (from the password database: $HOME may itself be temporary in CI)."""
+    root = Path(pwd.getpwuid(os.getuid()).pw_dir, ".local", "share", "pedelec-native-host-tests")
+    path = root / uuid.uuid4().hex
+    path.mkdir(parents=True)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            root.rmdir()
+
+
+@pytest.fixture(scope="session")
+def source_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return fresh_checkout(tmp_path_factory.mktemp("source"))
+
+
+@pytest.fixture(scope="session")
+def dists(source_tree: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """`python -m build` of the current files: {"sdist": ..., "wheel": ...}."""
+    out = tmp_path_factory.mktemp("dist")
+    built = run([sys.executable, "-m", "build", "--outdir", str(out), str(source_tree)])
+    if built.returncode != 0:
+        unavailable("python -m build", built.stdout + built.stderr)
+    sdists, wheels = sorted(out.glob("*.tar.gz")), sorted(out.glob("*.whl"))
+    assert len(sdists) == 1 and len(wheels) == 1, sorted(p.name for p in out.iterdir())
+    return {"sdist": sdists[0], "wheel": wheels[0]}
+
+
+@pytest.fixture(scope="session")
+def tools(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A throwaway virtualenv with pipx and uv from PyPI; returns its bin directory."""
+    venv = tmp_path_factory.mktemp("tools") / "venv"
+    made = run([sys.executable, "-m", "venv", str(venv)])
+    if made.returncode != 0:
+        unavailable("python -m venv", made.stderr)
+    got = run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "pipx", "uv"])
+    if got.returncode != 0:
+        unavailable("pipx and uv from PyPI", got.stdout + got.stderr)
+    return venv / "bin"
+
+
+# --- the sdist and the wheel ----------------------------------------------------------------
+def test_wheel_and_sdist_carry_the_mit_license(dists: dict[str, Path]) -> None:
+    license_text = (REPO / "LICENSE").read_text()
+    assert license_text.startswith("MIT License")
+    assert "Pedelec native host contributors" in license_text
+    with zipfile.ZipFile(dists["wheel"]) as wheel:
+        info = f"pedelec_native_host-{__version__}.dist-info"
+        assert wheel.read(f"{info}/licenses/LICENSE").decode() == license_text
+        metadata = email.parser.Parser().parsestr(wheel.read(f"{info}/METADATA").decode())
+    assert metadata["License-Expression"] == "MIT"
+    assert metadata.get_all("License-File") == ["LICENSE"]
+    assert metadata["License"] is None  # the deprecated free-text field is gone
+    with tarfile.open(dists["sdist"]) as sdist:
+        root = f"pedelec_native_host-{__version__}"
+        member = sdist.extractfile(f"{root}/LICENSE")
+        assert member is not None and member.read().decode() == license_text
+
+
+def test_the_sdist_is_a_source_tree_whose_tests_run(
+    dists: dict[str, Path], source_tree: Path, tmp_path: Path
+) -> None:
+    with tarfile.open(dists["sdist"]) as sdist:
+        sdist.extractall(tmp_path, filter="data")
+    unpacked = tmp_path / f"pedelec_native_host-{__version__}"
+    shipped = {str(p.relative_to(unpacked)) for p in unpacked.rglob("*") if p.is_file()}
+    wanted = {
+        str(p.relative_to(source_tree))
+        for p in source_tree.rglob("*")
+        if p.is_file() and not str(p.relative_to(source_tree)).startswith(NOT_IN_SDIST)
+    }
+    assert wanted - shipped == set()
+    for tree in SDIST_TREES:
+        assert any(name.startswith(tree + "/") for name in shipped), tree
+    assert {"LICENSE", "CHANGELOG.md", "README.md", "pyproject.toml"} <= shipped
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PEDELEC_")}
+    env["PYTHONPATH"] = str(unpacked)  # the host processes the tests start run the sdist too
+    probe = [sys.executable, "-c", "import native_host; print(native_host.__file__)"]
+    where = run(probe, cwd=tmp_path, env=env)
+    assert Path(where.stdout.strip()).is_relative_to(unpacked), where
+    tested = run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+         "tests/test_golden.py", "tests/test_framing.py", "-k", "08_26 or frame"],
+        cwd=unpacked, env=env,
+    )  # fmt: skip
+    assert tested.returncode == 0, tested.stdout[-3000:] + tested.stderr[-2000:]
+    assert " passed" in tested.stdout and " skipped" not in tested.stdout
+
+
+# --- installed for real use, registered, answering ------------------------------------------
+def tool_env(env: dict[str, str], home: Path, tmp_path: Path, tools: Path) -> dict[str, str]:
+    """The isolated install environment (the `env` fixture's directories) with a user
+    home outside the temporary directories, holding the tools' directories where pipx and
+    uv put them, and nothing pointing back at this checkout."""
+    tool_env = {k: v for k, v in env.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    tool_env.update(
+        HOME=str(home),
+        XDG_CONFIG_HOME=str(home / ".config"),
+        PATH=f"{home / '.local' / 'bin'}{os.pathsep}{tools}{os.pathsep}{env['PATH']}",
+        PIPX_HOME=str(home / ".local" / "share" / "pipx"),
+        PIPX_BIN_DIR=str(home / ".local" / "bin"),
+        PIPX_MAN_DIR=str(home / ".local" / "share" / "man"),
+        UV_TOOL_DIR=str(home / ".local" / "share" / "uv" / "tools"),
+        UV_TOOL_BIN_DIR=str(home / ".local" / "bin"),
+        UV_CACHE_DIR=str(tmp_path / "uv-cache"),
+        UV_PYTHON_DOWNLOADS="never",
+    )
+    (home / ".config" / "chromium").mkdir(parents=True)  # a user who has Chromium
+    return tool_env
+
+
+def assert_registered_host_answers(env: dict[str, str], tool_dir: Path) -> None:
+    """`install` as a user runs it, then `doctor`: the browser's manifest leads to a host
+    in the tool's own virtualenv, and that host relays a ping to a running Core."""
+    from native_host.devcore import DevCore, DevCoreSettings
+
+    command = shutil.which("pedelec-native-host", path=env["PATH"])
+    assert command is not None and Path(command).parent == Path(env["HOME"]) / ".local" / "bin"
+    installed = run([command, "install"], env=env, timeout=120)
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    manifest_path = Path(env["HOME"], ".config/chromium/NativeMessagingHosts", f"{HOST_NAME}.json")
+    launcher = Path(json.loads(manifest_path.read_text())["path"])
+    launcher_text = launcher.read_text()
+    assert str(tool_dir) in launcher_text
+    assert str(REPO) not in launcher_text
+
+    with DevCore(DevCoreSettings(home=Path(env["PEDELEC_HOME"]))) as core:
+        checked = run([command, "doctor", "--json"], env=env, timeout=120)
+        assert checked.stdout, checked.stderr
+        findings = json.loads(checked.stdout)
+        pings = [f for f in findings if f["check"] == "host answers ping"]
+        assert [(f["subject"], f["status"]) for f in pings] == [("chromium", "ok")], pings
+        assert "Core connected" in pings[0]["detail"]
+        assert [r.type for r in core.record].count("ping") >= 2  # doctor's own, the host's
+    removed = run([command, "uninstall"], env=env, timeout=120)
+    assert removed.returncode == 0, removed.stderr
+    assert not manifest_path.exists() and not launcher.exists()
+
+
+def test_pipx_install_from_the_wheel_then_install_and_doctor(
+    dists: dict[str, Path],
+    tools: Path,
+    env: dict[str, str],
+    tmp_path: Path,
+    permanent_dir: Path,
+) -> None:
+    environment = tool_env(env, permanent_dir, tmp_path, tools)
+    done = run([str(tools / "pipx"), "install", str(dists["wheel"])], env=environment)
+    if done.returncode != 0:
+        unavailable("pipx install", done.stdout + done.stderr)
+    assert_registered_host_answers(
+        environment, Path(environment["PIPX_HOME"]) / "venvs" / "pedelec-native-host"
+    )
+
+
+def test_uv_tool_install_from_a_checkout_then_install_and_doctor(
+    tools: Path, env: dict[str, str], tmp_path: Path, permanent_dir: Path
+) -> None:
+    checkout = fresh_checkout(tmp_path / "checkout")
+    environment = tool_env(env, permanent_dir, tmp_path, tools)
+    done = run(
+        [str(tools / "uv"), "tool", "install", "--python", sys.executable, str(checkout)],
+        env=environment,
+    )
+    if done.returncode != 0:
+        unavailable("uv tool install", done.stdout + done.stderr)
+    assert_registered_host_answers(
+        environment, Path(environment["UV_TOOL_DIR"]) / "pedelec-native-host"
+    )
