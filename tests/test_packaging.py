@@ -145,7 +145,10 @@ def test_the_sdist_is_a_source_tree_whose_tests_run(
     dists: dict[str, Path], source_tree: Path, tmp_path: Path
 ) -> None:
     with tarfile.open(dists["sdist"]) as sdist:
-        sdist.extractall(tmp_path, filter="data")
+        if hasattr(tarfile, "data_filter"):  # 3.11.4+; Debian 12 has 3.11.2
+            sdist.extractall(tmp_path, filter="data")
+        else:
+            sdist.extractall(tmp_path)
     unpacked = tmp_path / f"pedelec_native_host-{__version__}"
     shipped = {str(p.relative_to(unpacked)) for p in unpacked.rglob("*") if p.is_file()}
     wanted = {
@@ -189,6 +192,9 @@ def tool_env(env: dict[str, str], home: Path, tmp_path: Path, tools: Path) -> di
         UV_TOOL_BIN_DIR=str(home / ".local" / "bin"),
         UV_CACHE_DIR=str(tmp_path / "uv-cache"),
         UV_PYTHON_DOWNLOADS="never",
+        # The system's trust store, as pip uses it (a proxy's CA may be there only).
+        UV_SYSTEM_CERTS="1",
+        UV_NATIVE_TLS="1",
     )
     (home / ".config" / "chromium").mkdir(parents=True)  # a user who has Chromium
     return tool_env
