@@ -578,9 +578,12 @@ def test_host_writing_garbage_is_reported_at_once(tmp_path: Path, env: dict[str,
 def test_a_deleted_venv_is_named_as_the_cause(tmp_path: Path, env: dict[str, str]) -> None:
     venv = tmp_path / "venv"
     subprocess.run(
-        [sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(venv)],
-        check=True, timeout=120,
-    )  # fmt: skip
+        [sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120
+    )
+    # what this test process imports from (the checkout, its dependencies), whether or not
+    # the interpreter running the tests is itself a venv's: a .pth is read even under -I
+    (site,) = venv.glob("lib/python3*/site-packages")
+    (site / "outer.pth").write_text("\n".join(p for p in sys.path if p and Path(p).is_dir()))
     ctx = installer.Environment(
         platform="linux", env=env, home=Path(env["HOME"]), executable=str(venv / "bin" / "python"),
         frozen=False, out=None,

@@ -99,6 +99,9 @@ def test_this_process_runs_the_package_from_the_checkout() -> None:
     import os
     from pathlib import Path
 
-    risk = interpreter.classify(interpreter.current(sys.executable, os.environ))
-    assert risk is not None and risk.kind == "editable"
-    assert risk.where == f"native_host ({Path(__file__).resolve().parent.parent})"
+    seen = interpreter.current(sys.executable, os.environ)
+    checkout = Path(__file__).resolve().parent.parent
+    assert Path(seen.package_dir) == checkout
+    assert not any(Path(seen.package_dir).is_relative_to(site) for site in seen.site_dirs)
+    risk = interpreter.classify(seen)
+    assert risk is not None and risk.kind in ("editable", "temporary")

@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from native_host.hostproc import HostProcess
-from tests.support.users import SYSTEM_PYTHON, LocalUser, throwaway_users
+from tests.support.users import SYSTEM_PYTHON, LocalUser, skip_unless_root, throwaway_users
 
 REPO = Path(__file__).resolve().parent.parent
 FAKE_DESKTOP = (REPO / "tests" / "launch_support" / "fake_desktop.py").read_text()
@@ -199,6 +199,7 @@ def package() -> Iterator[Path]:
 
 @pytest.fixture
 def scene(package: Path) -> Iterator[Scene]:
+    skip_unless_root()
     with throwaway_users() as make_user:
         built = Scene(make_user(), make_user(), package)
         try:

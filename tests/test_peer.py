@@ -27,7 +27,7 @@ import pytest
 from native_host.core import peer
 from native_host.core.discovery import read_runtime
 from tests.support import users as users_support
-from tests.support.users import SYSTEM_PYTHON, LocalUser, throwaway_users
+from tests.support.users import SYSTEM_PYTHON, LocalUser, skip_unless_root, throwaway_users
 
 # A Core, a squatter or a stray listener: listens, prints its port, then records how many
 # bytes each connection carried (one line per connection, written at EOF).
@@ -147,6 +147,7 @@ ServerFactory = Callable[..., Server]
 
 @pytest.fixture
 def make_user() -> Iterator[Callable[[], LocalUser]]:
+    skip_unless_root()
     with throwaway_users() as factory:
         yield factory
 

@@ -41,6 +41,7 @@ def test_runtime_json_written_private_and_removed(tmp_path: Path) -> None:
             "port": core.port,
             "endpoint": core.endpoint,
             "pid": os.getpid(),
+            "devCore": True,
         }
         assert core.endpoint == f"127.0.0.1:{core.port}" and core.port > 0
         assert stat.S_IMODE((home / "runtime.json").stat().st_mode) == 0o600

@@ -46,8 +46,19 @@ class UserSetupError(RuntimeError):
     """A throwaway user could not be created or removed: the test must fail, not skip."""
 
 
+def _admin_tool(name: str) -> str:
+    """useradd and userdel live in sbin, which a plain user's PATH (and the README's
+    `PATH=/usr/local/bin:/usr/bin:/bin`) leaves out."""
+    for directory in ("/usr/sbin", "/sbin", *os.environ.get("PATH", "").split(os.pathsep)):
+        candidate = os.path.join(directory, name)
+        if directory and os.access(candidate, os.X_OK):
+            return candidate
+    return name
+
+
 def _admin(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
     """Run useradd/userdel, retrying while another process holds the passwd lock."""
+    argv = [_admin_tool(argv[0]), *argv[1:]]
     for _attempt in range(_LOCK_RETRIES):
         try:
             done = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
@@ -152,6 +163,16 @@ class LocalUser:
         """Start a Python snippet as this user; stdout is a pipe unless told otherwise."""
         kwargs.setdefault("stdout", subprocess.PIPE)
         return self.popen([SYSTEM_PYTHON, "-I", "-c", code, *args], **kwargs)
+
+
+def skip_unless_root() -> None:
+    """Outside CI a non-root run (a newcomer's README command) skips these tests, saying
+    why; in CI (CI=true, which runs as root) they run, and without root they fail."""
+    if os.geteuid() == 0 or os.environ.get("CI"):
+        return
+    import pytest
+
+    pytest.skip("needs root to create throwaway local users (CI runs these as root)")
 
 
 def _new_name() -> str:
