@@ -260,8 +260,19 @@ class Subscriptions:
                     "skipped a Core stream line that is not a thread_event (%s)", sub.thread_id
                 )
                 continue
-            if not self._forward(sub, parsed["event"]):
+            if len(parsed) == 2:  # exactly {"type","event"}: the line is the frame (spec 1.8)
+                if not self._forward_line(sub, line, parsed["event"]):
+                    return
+            elif not self._forward(sub, parsed["event"]):
                 return
+
+    def _forward_line(self, sub: Subscription, line: bytes, event: dict[str, Any]) -> bool:
+        """Relay a Core event line as it is: it is already the native message, valid
+        UTF-8 JSON (the codec just read it) and within 1 MiB (the line reader's limit), so
+        nothing is encoded again. False once the stream is closed."""
+        if self.stopping.is_set() or not self.outbox.send_body(line):
+            return False
+        return self._after_event(sub, event)
 
     def _forward(self, sub: Subscription, event: dict[str, Any]) -> bool:
         """Relay one event under the size rules; False once the stream is closed."""
@@ -284,6 +295,10 @@ class Subscriptions:
             )
         elif not self._stream_failure(sub, events.oversize_event_error(event, fitted.size)):
             return False
+        return self._after_event(sub, event)
+
+    def _after_event(self, sub: Subscription, event: dict[str, Any]) -> bool:
+        """`ended` closes the stream (spec 7.10, 9.3): False then."""
         if event.get("type") == "ended" and self._closes_on_ended(sub, event):
             self._close(sub)
             return False
