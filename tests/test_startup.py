@@ -1,0 +1,99 @@
+"""What a relay start imports before it answers its first ping, pinned (issue 14).
+
+Chrome starts a host for every burst of page activity, and the current extension pings
+on every page load: the modules a ping needs are a short, deliberate list. The host is
+started as the launcher starts it (`python -I -m native_host <origin>`), traced with
+`-X importtime`, answers one ping through a real dev Core, and exits; what the
+interpreter's own start-up imports (site, .pth files of this environment) is measured the
+same way and set aside, so the pin holds in a venv, an editable install or a wheel.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from native_host.hostproc import OFFICIAL_ORIGIN, HostProcess
+from tests.conftest import HostWorld
+
+RELAY_MODULES = frozenset(
+    {
+        # the host's own, in layer order (docs/architecture.md)
+        *(
+            "native_host",
+            "native_host.cli",
+            "native_host.relay",
+            "native_host.outbox",
+            "native_host.gateway",
+            "native_host.core",
+            "native_host.core.connection",
+            "native_host.core.discovery",
+            "native_host.core.lines",
+            "native_host.core.peer",
+            "native_host.messages",
+            "native_host.origins",
+            "native_host.config",
+            "native_host.logs",
+            "native_host.files",
+            "native_host.framing",
+            "native_host.paths",
+            "native_host.codec",
+            "native_host.errors",
+        ),
+        # JSON, sockets and threads, with what they bring
+        *("json", "json.decoder", "json.scanner", "json.encoder", "_json"),
+        *("re", "re._compiler", "re._parser", "re._constants", "re._casefix", "_sre"),
+        *("enum", "functools", "collections", "keyword", "operator", "reprlib", "types"),
+        *("itertools", "_collections", "_functools", "_operator", "copyreg"),
+        *("socket", "_socket", "selectors", "select", "math", "array", "errno"),
+        *("threading", "_weakrefset", "struct", "_struct", "fcntl", "stat", "_stat"),
+        *("os", "posixpath", "genericpath", "collections.abc", "_collections_abc"),
+        *("importlib", "importlib._bootstrap", "importlib._bootstrap_external"),
+        *("importlib.machinery", "zipimport", "time", "atexit", "__future__"),
+        # `python -m` itself: runpy and what it loads
+        *("runpy", "importlib.util", "importlib._abc", "contextlib", "warnings"),
+    }
+)
+"""Everything a ping may load beyond the interpreter's own start-up. Not here on
+purpose: logging, pathlib, typing, dataclasses, inspect, platformdirs, pydantic, idna,
+tempfile, shutil, subprocess, urllib, argparse."""
+NEVER = frozenset(
+    {
+        *("logging", "pathlib", "typing", "dataclasses", "inspect", "platformdirs"),
+        *("pydantic", "idna", "tempfile", "shutil", "subprocess", "urllib", "argparse"),
+        *("unicodedata", "encodings.idna", "ipaddress", "stringprep"),
+    }
+)
+
+
+def imported(stderr: str) -> set[str]:
+    return {
+        line.rsplit("|", 1)[-1].strip()
+        for line in stderr.splitlines()
+        if line.startswith("import time:") and "|" in line
+    }
+
+
+def startup_baseline(env: dict[str, str]) -> set[str]:
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-I", "-c", "pass"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env=env,
+    )
+    return imported(done.stderr)
+
+
+def test_a_ping_loads_only_the_pinned_modules(world: HostWorld) -> None:
+    world.start_core("current")
+    command = [sys.executable, "-X", "importtime", "-I", "-m", "native_host"]
+    with HostProcess(command, (OFFICIAL_ORIGIN,), world.env, cwd=str(world.root)) as host:
+        assert host.request({"type": "ping", "requestId": "p"})["ok"]
+        host.close_stdin()
+        assert host.wait() == 0
+    loaded = imported(host.final_stderr(timeout=10))
+    extra = loaded - startup_baseline(world.env)
+    assert "native_host.relay" in extra and "socket" in extra
+    assert sorted(extra - RELAY_MODULES) == [], "a ping now loads more than the pinned list"
+    assert sorted(extra & NEVER) == []
