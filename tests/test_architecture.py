@@ -70,6 +70,25 @@ def test_the_layers_contract_is_kept() -> None:
     assert "1 kept, 0 broken" in done.stdout
 
 
+def test_the_architecture_picture_is_the_contract() -> None:
+    """docs/architecture.md draws the layers; they must be pyproject's, in order."""
+    import tomllib
+
+    contract = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["importlinter"]
+    (layers,) = [c["layers"] for c in contract["contracts"] if c["type"] == "layers"]
+    wanted = [
+        sorted(m.strip().removeprefix("native_host.") for m in line.split("|")) for line in layers
+    ]
+    text = (REPO / "docs" / "architecture.md").read_text()
+    block = text.split("## Layers", 1)[1].split("```", 2)[1]
+    drawn = [
+        sorted(name.strip() for name in line.split("  ")[0].split("|"))
+        for line in block.strip().splitlines()
+        if line.strip() and not line.strip().startswith("▼")
+    ]
+    assert drawn == wanted
+
+
 def test_no_module_takes_part_in_an_import_cycle() -> None:
     assert import_cycles("native_host") == []
 
