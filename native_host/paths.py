@@ -14,6 +14,7 @@ import sys
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
+    from types import ModuleType
 
 APP_NAME = "pedelec-native-host"
 RUNTIME_FILE = "runtime.json"
@@ -62,11 +63,27 @@ def platform_dir(kind: str, env: Mapping[str, str], platform: str = sys.platform
     table = (
         WINDOWS_DIRS if platform == "win32" else MACOS_DIRS if platform == "darwin" else LINUX_DIRS
     )
+    flavour = _flavour(platform)
     variable, default, suffix = table[kind]
     base = env.get(variable, "") if variable else ""
-    if not os.path.isabs(base):  # XDG: a relative value is invalid and ignored
-        base = os.path.join(user_home(env), *default.split("/"))
-    return os.path.join(base, APP_NAME, suffix) if suffix else os.path.join(base, APP_NAME)
+    if not flavour.isabs(base):  # XDG: a relative value is invalid and ignored
+        base = flavour.join(user_home(env), *default.split("/"))
+    parts = (base, APP_NAME, suffix) if suffix else (base, APP_NAME)
+    joined: str = flavour.join(*parts)
+    return joined
+
+
+def _flavour(platform: str) -> ModuleType:
+    """This OS's path rules, or those of the one asked about (tests ask about all three)."""
+    if platform == sys.platform:
+        return os.path
+    if platform == "win32":
+        import ntpath
+
+        return ntpath
+    import posixpath
+
+    return posixpath
 
 
 def _host_dir(env: Mapping[str, str], override_variable: str, kind: str) -> str:
