@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -23,6 +24,8 @@ from typing import NamedTuple
 REPO = Path(__file__).resolve().parent.parent
 ECHO_SOURCE = Path(__file__).resolve().parent / "echo_host.py"
 MANIFEST_NAME = "cc.isaaclin.pedelec.json"
+NOT_SOURCE = (".git", "build", "dist", "*.egg-info", "__pycache__", ".*_cache", ".venv")
+"""Left out of the copy a wheel is built from: build output, caches, git."""
 SEEDED_BY_VENV = ("pip", "setuptools", "pkg_resources", "_distutils_hack")
 """Top-level site-packages entries `python -m venv` seeds, not the host's own."""
 STEP_TIMEOUT_S = 600
@@ -55,11 +58,17 @@ def _run(command: list[str], env: Mapping[str, str] | None = None) -> str:
 
 
 def build_wheel_venv(root: Path) -> tuple[Path, float]:
-    """A venv holding the host installed from a wheel of this checkout; seconds it took."""
+    """A venv holding the host installed from a wheel of this checkout; seconds it took.
+
+    The wheel is built from a copy of the working tree: setuptools builds in the source's
+    `build/lib` and packages whatever is there, so a module deleted since an earlier build
+    would still ship from the checkout itself.
+    """
     started = time.monotonic()
-    wheels = root / "wheels"
+    source, wheels = root / "source", root / "wheels"
+    shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(*NOT_SOURCE))
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
-    _run([*pip, "wheel", "--no-deps", "-w", str(wheels), str(REPO)])
+    _run([*pip, "wheel", "--no-deps", "-w", str(wheels), str(source)])
     (wheel,) = wheels.glob("pedelec_native_host-*.whl")
     venv = root / "venv"
     _run([sys.executable, "-m", "venv", str(venv)])
