@@ -315,3 +315,44 @@ def test_the_genuine_core_of_the_user_still_works(scene: Scene) -> None:
         time.sleep(0.05)
     assert host.request({"type": "ping", "requestId": "again"}, timeout=30)["ok"]
     assert len(scene.launched()) == 1
+
+
+def test_doctor_names_the_squatter_in_words_a_user_can_act_on(scene: Scene, tmp_path: Path) -> None:
+    """doctor pings through the host's own gateway, so it refuses the squatter as the host
+    does, and says why and what to do. doctor runs as this test's user (it needs the
+    project's interpreter), with a Pedelec home of its own."""
+    import subprocess
+    import sys
+
+    port = free_port()
+    received = scene.squat(port)
+    home = tmp_path / "pedelec-home"
+    home.mkdir()
+    runtime = {"protocol": "pedelec-core-ipc-v1", "host": "127.0.0.1", "port": port}
+    (home / "runtime.json").write_text(
+        json.dumps({**runtime, "endpoint": f"127.0.0.1:{port}", "pid": 1})
+    )
+    env = {
+        **os.environ,
+        "PEDELEC_HOME": str(home),
+        "PEDELEC_NATIVE_HOST_CONFIG_DIR": str(tmp_path / "config"),
+        "PEDELEC_NATIVE_HOST_STATE_DIR": str(tmp_path / "state"),
+        "PEDELEC_NATIVE_HOST_LOG_DIR": str(tmp_path / "logs"),
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "native_host", "doctor", "--json", "--browser", "chrome"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert "Traceback" not in done.stderr
+    rows = json.loads(done.stdout)
+    (ping,) = [r for r in rows if r["check"] == "Core answers ping"]
+    assert ping["status"] == "fail"
+    assert (
+        "refused: the program listening on the Core's port belongs to another user"
+        in (ping["detail"])
+    )
+    assert "squatting" in ping["hint"]
+    assert not received.exists() or received.read_bytes() == b""

@@ -17,6 +17,8 @@ from native_host import paths
 from native_host.install.doctor.report import CORE_DOWN, EXITED, Finding, Status
 
 CORE_TIMEOUT_S = 3.0
+REFUSED = "refused: "
+"""How a listener the host will not write to is reported (the peer check's reason follows)."""
 OPEN_DESKTOP_ONCE = (
     "open Pedelec Desktop once so it records how to start it in the background "
     "(it writes app-launch.json)"
@@ -39,7 +41,7 @@ def ping_core(env: Mapping[str, str]) -> tuple[bool, str]:
         details = exc.details
         why = str(details.get("reason") or details.get("error") or exc.stage)
         refused = exc.stage == "verify_core"
-        return False, ("refused: " if refused else "") + why
+        return False, (REFUSED if refused else "") + why
     except HostError as exc:
         reason = exc.details.get("error") or exc.details.get("reason")
         return False, f"{exc.code}: {exc.message}" + (f" ({reason})" if reason else "")
@@ -133,13 +135,20 @@ def core_findings(env: Mapping[str, str]) -> list[Finding]:
         detail = (f"no answer: {what}" if what else "no Core endpoint to try") + (
             "; the host will start Pedelec Desktop in the background" if can_launch else ""
         )
+        hint = "start Pedelec Desktop once"
+        if what.startswith(REFUSED):
+            hint = (
+                "start Pedelec Desktop: its Core listens on a new port, and the host never "
+                "writes to this listener; if it keeps coming back, tell whoever runs this "
+                "machine that another account is squatting the Core's port"
+            )
         findings.append(
             Finding(
                 Status.WARN if can_launch else Status.FAIL,
                 "core",
                 "Core answers ping",
                 detail,
-                "start Pedelec Desktop once",
+                hint,
                 f"every request fails with {CORE_DOWN}",
             )
         )
