@@ -20,7 +20,7 @@ EXIT_USAGE = 2
 
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "dev-core": ("native_host.devcore.cli", "run the development Core on loopback"),
-    "demo": ("native_host.demo", "walk a full session through the host against the dev Core"),
+    "demo": ("native_host.demo.cli", "walk a full session through the host against the dev Core"),
     "origins": ("native_host.origins_cli", "show or change the origin policy"),
     "install": ("native_host.install.cli", "register the host with installed browsers"),
     "uninstall": ("native_host.install.cli", "remove what `install` wrote"),
