@@ -1,18 +1,25 @@
-"""Fault injection (spec 9.8 item 9 and the host's failure tests).
+"""Fault injection (spec 9.8 item 9 and the host's failure tests): which faults exist
+(`Faults`) and what each one does to a connection (`FaultInjector`).
 
 Every field defaults to "no fault". The JSON form (CLI `--faults`) uses camelCase keys;
 Python code uses the snake_case names. Unknown keys are rejected so a typo cannot silently
-disable the fault a test relies on.
+disable the fault a test relies on. The server keeps the connections; it asks the injector
+what to do with each request and each new stream.
 """
 
 from __future__ import annotations
 
+import os
+import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from native_host.devcore.envelope import Request
+from native_host.devcore.streams import Channel, Subscriber
+from native_host.devcore.threads import DevThread
 from native_host.devcore.wire import dumps
 
 
@@ -112,3 +119,157 @@ def oversize_event_line(event: dict[str, Any], size: int) -> bytes:
     """
     field = _PAD_FIELD.get(str(event.get("type")), "padding")
     return exact_line(lambda pad: {"type": "thread_event", "event": {**event, field: pad}}, size)
+
+
+class Wire(Protocol):
+    """One accepted connection, as a fault acts on it."""
+
+    hung: bool
+    """Set by a hang fault: the server keeps reading and recording, and never answers."""
+    streams: list[Subscriber]
+
+    def send(self, data: bytes) -> bool:
+        """Write one complete line; False once the connection is gone."""
+
+    def send_json(self, obj: Any) -> bool:
+        """Write one object as a line."""
+
+    def close_from_core(self) -> None:
+        """Close the connection from the Core side."""
+
+
+class FaultInjector:
+    """What the active faults do to one dev Core's requests and streams.
+
+    The faults are read afresh for every request, so a test can swap `DevCore.faults`
+    while the Core runs.
+    """
+
+    def __init__(
+        self,
+        faults: Callable[[], Faults],
+        channel: Callable[[str], Channel],
+        stop: threading.Event,
+        crash: Callable[[], None],
+        *,
+        current: bool,
+        hard_exit: bool,
+    ) -> None:
+        self._faults = faults
+        self._channel = channel
+        self._stop = stop
+        self._crash = crash
+        self._current = current
+        self._hard_exit = hard_exit
+
+    def stamp(self, request_id: str) -> str:
+        """The requestId a reply carries: the echo, unless `response_request_id` overrides it."""
+        stamped = self._faults().response_request_id
+        return request_id if stamped is None else stamped
+
+    def intercept(self, wire: Wire, request: Request) -> bool | None:
+        """Apply the faults that take a request before the engine sees it.
+
+        None when no fault took it (the engine answers it); otherwise whether the
+        connection may still be read.
+        """
+        faults = self._faults()
+        kind = request.type
+        if kind == faults.exit_on_type:
+            if self._hard_exit:
+                os._exit(3)
+            self._crash()
+            return False
+        if kind in faults.drop_types:
+            wire.close_from_core()
+            return False
+        if kind in faults.hang_types:
+            wire.hung = True
+            return True
+        delay = faults.delay_ms.get(kind)
+        if delay and self._stop.wait(delay / 1000):
+            return False
+        if kind in faults.canned_responses:
+            self._canned(wire, request, faults.canned_responses[kind])
+            return True
+        if kind in faults.oversize_response:
+            size = faults.oversize_response[kind]
+            rid = self.stamp(request.request_id)
+            wire.send(oversize_response_line(rid, kind, size) + b"\n")
+            return True
+        if kind == "open_workspace" and self._picker_blocks(wire, request):
+            return not self._stop.is_set()
+        return None
+
+    def _picker_blocks(self, wire: Wire, request: Request) -> bool:
+        """Faults for the folder picker of `open_workspace` without `path` (spec 9.9 C8)."""
+        faults = self._faults()
+        payload = request.payload if isinstance(request.payload, dict) else {}
+        if not self._current or payload.get("path") is not None:
+            return False
+        if request.caller_origin is None:
+            return False
+        if faults.open_workspace_block_until_close:
+            wire.hung = True
+            return True
+        if faults.open_workspace_block_ms is not None:
+            self._stop.wait(faults.open_workspace_block_ms / 1000)
+        return False
+
+    def _canned(self, wire: Wire, request: Request, canned: dict[str, Any]) -> None:
+        """Answer with the canned object; an `ok` subscribe also opens a stream, for any id."""
+        answer = dict(canned)
+        if "requestId" not in answer:
+            answer["requestId"] = self.stamp(request.request_id)
+        payload = request.payload if isinstance(request.payload, dict) else {}
+        thread_id = payload.get("threadId")
+        if (
+            request.type == "subscribe_thread"
+            and answer.get("ok") is True
+            and isinstance(thread_id, str)
+        ):
+            subscriber = self.open_stream(wire, thread_id)
+            self._channel(thread_id).add(subscriber)
+            wire.send_json(answer)
+            self.start_stream(wire, subscriber)
+            return
+        wire.send_json(answer)
+
+    def open_stream(self, wire: Wire, thread_id: str) -> Subscriber:
+        """A new stream on the connection, holding back or closing as the faults say."""
+        faults = self._faults()
+        subscriber = Subscriber(
+            wire,
+            thread_id,
+            hold_ms=faults.hold_stream_events_ms,
+            close_after=faults.close_stream_after_events,
+        )
+        wire.streams.append(subscriber)
+        return subscriber
+
+    def early_event(self, thread: DevThread) -> dict[str, Any] | None:
+        """The event to write before the subscribe response, if that fault is on (spec 3.8).
+
+        Called under the thread's lock, before the new stream joins its channel.
+        """
+        if not self._faults().event_before_subscribe_response:
+            return None
+        if thread.current:
+            return thread.emit("status_changed", status=thread.status)
+        return thread.emit("raw_stdout", text="event before subscribe response")
+
+    def start_stream(self, wire: Wire, subscriber: Subscriber) -> None:
+        """Right after the subscribe response: the faulty lines a new stream gets, then its
+        events."""
+        faults = self._faults()
+        if faults.garbage_line_after_subscribe is not None:
+            wire.send(faults.garbage_line_after_subscribe.encode() + b"\n")
+        if faults.oversize_event is not None:
+            channel = self._channel(subscriber.thread_id)
+            event = {
+                "type": faults.oversize_event.type,
+                "seq": channel.next_seq(),
+                "threadId": subscriber.thread_id,
+            }
+            wire.send(oversize_event_line(event, faults.oversize_event.size_bytes) + b"\n")
+        subscriber.start()

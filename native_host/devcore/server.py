@@ -1,4 +1,4 @@
-"""The dev Core process: loopback listener, connections, runtime.json and fault injection."""
+"""The dev Core process: loopback listener, connections and runtime.json (faults: faults.py)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from typing import Any
 
 from native_host.devcore.engine import Engine
 from native_host.devcore.envelope import EnvelopeError, Request, parse_envelope
-from native_host.devcore.faults import Faults, oversize_event_line, oversize_response_line
+from native_host.devcore.faults import FaultInjector, Faults
 from native_host.devcore.record import RecordedRequest, Recorder
 from native_host.devcore.settings import DevCoreSettings
 from native_host.devcore.streams import Subscriber
@@ -87,6 +87,14 @@ class DevCore:
         self.settings = settings or DevCoreSettings()
         self._stop = threading.Event()
         self.engine = Engine(self.settings, self._stop)
+        self._injector = FaultInjector(
+            lambda: self.settings.faults,
+            self.engine.channel,
+            self._stop,
+            self.crash,
+            current=self.engine.current,
+            hard_exit=self.settings.hard_exit,
+        )
         self._recorder = Recorder(self.settings.record_file)
         self._lock = threading.Lock()
         self._connections: dict[int, _Connection] = {}
@@ -333,13 +341,8 @@ class DevCore:
                 pass
         connection.sock.close()
 
-    def _stamp(self, request_id: str) -> str:
-        """The requestId a reply carries: the echo, unless `response_request_id` overrides it."""
-        stamped = self.faults.response_request_id
-        return request_id if stamped is None else stamped
-
     def _reply(self, connection: _Connection, request_id: str, outcome: Any) -> None:
-        rid = self._stamp(request_id)
+        rid = self._injector.stamp(request_id)
         if isinstance(outcome, CoreError):
             connection.send_json(error_response(rid, outcome))
         else:
@@ -352,34 +355,11 @@ class DevCore:
         except EnvelopeError as exc:
             self._reply(connection, exc.request_id, exc.error)
             return True
-        faults = self.faults
-        kind = request.type
-        if kind == faults.exit_on_type:
-            if self.settings.hard_exit:
-                os._exit(3)
-            self.crash()
-            return False
-        if kind in faults.drop_types:
-            connection.close_from_core()
-            return False
-        if kind in faults.hang_types:
-            connection.hung = True
-            return True
-        delay = faults.delay_ms.get(kind)
-        if delay and self._stop.wait(delay / 1000):
-            return False
-        if kind in faults.canned_responses:
-            self._canned(connection, request, faults.canned_responses[kind])
-            return True
-        if kind in faults.oversize_response:
-            size = faults.oversize_response[kind]
-            rid = self._stamp(request.request_id)
-            connection.send(oversize_response_line(rid, kind, size) + b"\n")
-            return True
-        if kind == "open_workspace" and self._picker_blocks(connection, request):
-            return not self._stop.is_set()
+        faulted = self._injector.intercept(connection, request)
+        if faulted is not None:
+            return faulted
         try:
-            if kind == "subscribe_thread" and self.engine.known(kind):
+            if request.type == "subscribe_thread" and self.engine.known(request.type):
                 self._subscribe(connection, request)
                 return True
             result = self.engine.handle(request)
@@ -389,78 +369,15 @@ class DevCore:
         self._reply(connection, request.request_id, result)
         return True
 
-    def _picker_blocks(self, connection: _Connection, request: Request) -> bool:
-        """Faults for the folder picker of `open_workspace` without `path` (spec 9.9 C8)."""
-        faults = self.faults
-        payload = request.payload if isinstance(request.payload, dict) else {}
-        if not self.engine.current or payload.get("path") is not None:
-            return False
-        if request.caller_origin is None:
-            return False
-        if faults.open_workspace_block_until_close:
-            connection.hung = True
-            return True
-        if faults.open_workspace_block_ms is not None:
-            self._stop.wait(faults.open_workspace_block_ms / 1000)
-        return False
-
-    def _canned(self, connection: _Connection, request: Request, canned: dict[str, Any]) -> None:
-        answer = dict(canned)
-        if "requestId" not in answer:
-            answer["requestId"] = self._stamp(request.request_id)
-        payload = request.payload if isinstance(request.payload, dict) else {}
-        thread_id = payload.get("threadId")
-        if (
-            request.type == "subscribe_thread"
-            and answer.get("ok") is True
-            and isinstance(thread_id, str)
-        ):
-            subscriber = self._new_subscriber(connection, thread_id)
-            self.engine.channel(thread_id).add(subscriber)
-            connection.send_json(answer)
-            self._after_subscribe(connection, subscriber)
-            return
-        connection.send_json(answer)
-
-    def _new_subscriber(self, connection: _Connection, thread_id: str) -> Subscriber:
-        faults = self.faults
-        subscriber = Subscriber(
-            connection,
-            thread_id,
-            hold_ms=faults.hold_stream_events_ms,
-            close_after=faults.close_stream_after_events,
-        )
-        connection.streams.append(subscriber)
-        return subscriber
-
     def _subscribe(self, connection: _Connection, request: Request) -> None:
         """Register the stream, then answer; events queued meanwhile follow the answer."""
         _, thread = self.engine.subscribe(request)
-        subscriber = self._new_subscriber(connection, thread.thread_id)
-        early: dict[str, Any] | None = None
+        subscriber = self._injector.open_stream(connection, thread.thread_id)
         with thread.lock:
             result = self.engine.subscribe_result(thread)
-            if self.faults.event_before_subscribe_response:
-                if thread.current:
-                    early = thread.emit("status_changed", status=thread.status)
-                else:
-                    early = thread.emit("raw_stdout", text="event before subscribe response")
+            early = self._injector.early_event(thread)
             thread.channel.add(subscriber)
         if early is not None:
             connection.send_json({"type": "thread_event", "event": early})
         self._reply(connection, request.request_id, result)
-        self._after_subscribe(connection, subscriber)
-
-    def _after_subscribe(self, connection: _Connection, subscriber: Subscriber) -> None:
-        faults = self.faults
-        if faults.garbage_line_after_subscribe is not None:
-            connection.send(faults.garbage_line_after_subscribe.encode() + b"\n")
-        if faults.oversize_event is not None:
-            channel = self.engine.channel(subscriber.thread_id)
-            event = {
-                "type": faults.oversize_event.type,
-                "seq": channel.next_seq(),
-                "threadId": subscriber.thread_id,
-            }
-            connection.send(oversize_event_line(event, faults.oversize_event.size_bytes) + b"\n")
-        subscriber.start()
+        self._injector.start_stream(connection, subscriber)
