@@ -51,6 +51,8 @@ def _parse_float(text: str) -> float:
 _DECODER = json.JSONDecoder(parse_float=_parse_float, parse_constant=_reject_constant)
 _SYNTAX_DECODER = json.JSONDecoder(parse_float=lambda text: 0.0, parse_constant=_reject_constant)
 """Reads any RFC 8259 document, huge numbers included, to recover what a refusal answers."""
+_BLANKS = " \t\n\r"
+"""JSON's whitespace (RFC 8259): allowed around the document, nothing else is."""
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 """The only way a surrogate gets into a decoded string: a `\\uD800`-`\\uDFFF` escape
 (literal surrogates are not UTF-8). Searched in the bytes: several times cheaper than two
@@ -65,8 +67,12 @@ def decode(data: bytes) -> Any:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InvalidJsonError(f"not UTF-8: {exc.reason} at byte {exc.start}") from None
+    if text[:1] in _BLANKS:
+        text = text.lstrip(_BLANKS)
     try:
-        value = _DECODER.decode(text)
+        value, end = _DECODER.raw_decode(text)  # one call; decode() adds two regex matches
+        if end != len(text) and text[end:].strip(_BLANKS):
+            raise ValueError(f"Extra data: line 1 column {end + 1} (char {end})")
     except RecursionError:
         raise InvalidJsonError("JSON nesting is too deep") from None
     except _NumberTooLargeError as exc:

@@ -26,6 +26,7 @@ TAIL_BYTES = 4096
 MAX_RECOVERED_REQUEST_ID = 256
 _DRAIN_CHUNK = 65_536
 _PREFIX = struct.Struct("<I")
+_WRITEV = getattr(os, "writev", None)
 
 
 class OversizeFrame:
@@ -137,18 +138,27 @@ class FrameWriter:
             self._closed = True
 
     def write_body(self, body: bytes) -> bool:
-        """Write one already-encoded body. Returns False if it was not written."""
+        """Write one already-encoded body. Returns False if it was not written.
+
+        Prefix and body go out in one `writev` where there is one (no copy of the body),
+        and the rest of a partial write follows before the lock is let go.
+        """
         if len(body) > MAX_FRAME_BYTES:
             raise FrameTooLargeError(len(body))
-        data = memoryview(_PREFIX.pack(len(body)) + body)
+        prefix = _PREFIX.pack(len(body))
         broken = False
         with self._lock:
             if self._closed:
                 return False
             try:
-                while data:
-                    written = os.write(self._fd, data)
-                    data = data[written:]
+                if _WRITEV is not None:
+                    written = _WRITEV(self._fd, (prefix, body))
+                else:  # pragma: no cover - Windows
+                    written = 0
+                if written < len(prefix) + len(body):
+                    data = memoryview(prefix + body)[written:]
+                    while data:
+                        data = data[os.write(self._fd, data) :]
             except OSError:
                 self._closed = True
                 broken = True

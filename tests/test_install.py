@@ -20,7 +20,7 @@ import pytest
 from native_host import HOST_NAME, OFFICIAL_EXTENSION_ID
 from native_host.install import installer, interpreter, locations, uninstall
 from native_host.install.locations import RegistryKey, Scope
-from tests.conftest import FakeRegistry
+from tests.support.registry import FakeRegistry
 
 REPO = Path(__file__).resolve().parent.parent
 MANIFEST = f"{HOST_NAME}.json"
@@ -96,8 +96,8 @@ def test_user_data_dir_install_writes_manifest_and_launcher(
     assert mode(manifest_path.parent) == 0o700
     text = launcher.read_text()
     assert text.startswith("#!/bin/sh\n")
-    assert f"exec {sys.executable} -I -m native_host" in text or (
-        f"exec '{sys.executable}' -I -m native_host" in text
+    assert f"exec {sys.executable} -I -c 'import sys; from native_host.cli" in text or (
+        f"exec '{sys.executable}' -I -c 'import sys; from native_host.cli" in text
     )
     assert f"launcher {launcher}" in result.stdout
     assert f"manifest {manifest_path}" in result.stdout
@@ -389,7 +389,8 @@ def test_windows_install_sets_keys_to_one_manifest(
     assert {Path(PureWindowsPath(v).as_posix()) for v in registry.values.values()} == {manifest}
     launcher = tmp_path / "state" / "pedelec-native-host.bat"
     assert launcher.read_bytes() == (
-        b'@"C:\\Program Files\\Python 3.11 (100%%)\\python.exe" -I -m native_host %*\r\n'
+        b'@"C:\\Program Files\\Python 3.11 (100%%)\\python.exe" -I -c '
+        b'"import sys; from native_host.cli import main; sys.exit(main())" %*\r\n'
     )
     assert installer.launcher_interpreter(launcher.read_text()) == (
         r"C:\Program Files\Python 3.11 (100%)\python.exe"
@@ -466,7 +467,7 @@ def test_template_matches_what_install_writes() -> None:
 
 def test_launcher_quoting_survives_spaces_and_quotes() -> None:
     text = installer.launcher_text(locations.Os.LINUX, "/opt/it's here/python").decode()
-    assert """exec '/opt/it'"'"'s here/python' -I -m native_host "$@"\n""" in text
+    assert """exec '/opt/it'"'"'s here/python' -I -c 'import sys""" in text
     assert installer.launcher_interpreter(text) == "/opt/it's here/python"
     assert installer.launcher_interpreter("#!/bin/sh\nexec /usr/bin/other\n") is None
 
