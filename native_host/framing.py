@@ -151,10 +151,7 @@ class FrameWriter:
             if self._closed:
                 return False
             try:
-                if _WRITEV is not None:
-                    written = _WRITEV(self._fd, (prefix, body))
-                else:  # pragma: no cover - Windows
-                    written = 0
+                written = 0 if _WRITEV is None else _WRITEV(self._fd, (prefix, body))
                 if written < len(prefix) + len(body):
                     data = memoryview(prefix + body)[written:]
                     while data:
