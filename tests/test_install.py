@@ -22,6 +22,8 @@ from native_host.install import installer, interpreter, locations, uninstall
 from native_host.install.locations import RegistryKey, Scope
 from tests.support.registry import FakeRegistry
 
+pytestmark = pytest.mark.process
+
 REPO = Path(__file__).resolve().parent.parent
 MANIFEST = f"{HOST_NAME}.json"
 OFFICIAL = f"chrome-extension://{OFFICIAL_EXTENSION_ID}/"
@@ -388,9 +390,11 @@ def test_windows_install_sets_keys_to_one_manifest(
     assert set(registry.values) == {chrome, edge}
     assert {Path(PureWindowsPath(v).as_posix()) for v in registry.values.values()} == {manifest}
     launcher = tmp_path / "state" / "pedelec-native-host.bat"
+    site = "/opt/venvs/pedelec/lib/python3.11/site-packages"  # kept_interpreter's
     assert launcher.read_bytes() == (
-        b'@"C:\\Program Files\\Python 3.11 (100%%)\\python.exe" -I -c '
-        b'"import sys; from native_host.cli import main; sys.exit(main())" %*\r\n'
+        b'@"C:\\Program Files\\Python 3.11 (100%%)\\python.exe" -I -S -c '
+        b"\"import sys; sys.path[:0] = ['" + site.encode() + b"']; "
+        b'from native_host.cli import main; sys.exit(main())" %*\r\n'
     )
     assert installer.launcher_interpreter(launcher.read_text()) == (
         r"C:\Program Files\Python 3.11 (100%)\python.exe"

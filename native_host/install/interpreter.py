@@ -124,6 +124,13 @@ def classify(it: Interpreter) -> Risk | None:
     return None
 
 
+def import_paths(it: Interpreter) -> tuple[str, ...]:
+    """Where a lasting install's package and dependencies are imported from: the
+    package's directory, then the environment's site directories (the launcher then runs
+    Python with -S, skipping `site`, and puts these on `sys.path` itself)."""
+    return tuple(dict.fromkeys([it.package_dir, *it.site_dirs]))
+
+
 def current(executable: str, env: Mapping[str, str]) -> Interpreter:
     """This process's view: the installed launcher runs `executable`, which is ours."""
     import native_host

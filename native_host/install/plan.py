@@ -282,11 +282,13 @@ def _host_path(
         return str(host), None
     if ctx.frozen:
         return ctx.executable, None
-    risk = interpreter.classify(ctx.describe_interpreter(ctx.executable, ctx.env))
+    seen = ctx.describe_interpreter(ctx.executable, ctx.env)
+    risk = interpreter.classify(seen)
     if risk is not None:
         if not options.force:
             raise InstallError(f"the launcher would not last: {risk.message()}")
         warnings.append(f"--force: baking in {risk.where}, which {risk.why}")
+    import_paths = interpreter.import_paths(seen) if risk is None else ()
     if options.scope is Scope.USER:
         directory = Path(paths.install_record_dir(ctx.env))
     else:
@@ -294,7 +296,7 @@ def _host_path(
     launcher = directory / launcher_name(ctx.os)
     write = FileWrite(
         launcher,
-        launcher_text(ctx.os, ctx.executable),
+        launcher_text(ctx.os, ctx.executable, import_paths),
         file_mode(options.scope, executable=True),
         LAUNCHER,
         (),
