@@ -57,12 +57,15 @@ def _run(command: list[str], env: Mapping[str, str] | None = None) -> str:
     return done.stdout
 
 
-def build_wheel_venv(root: Path) -> tuple[Path, float]:
-    """A venv holding the host installed from a wheel of this checkout; seconds it took.
+def build_wheel_venv(root: Path, venv: Path) -> tuple[Path, float]:
+    """A venv at `venv` holding the host installed from a wheel of this checkout; seconds
+    it took.
 
     The wheel is built from a copy of the working tree: setuptools builds in the source's
     `build/lib` and packages whatever is there, so a module deleted since an earlier build
-    would still ship from the checkout itself.
+    would still ship from the checkout itself. The venv itself is put where `install`
+    takes it for a lasting install (not a temporary directory), so its launcher is the
+    one users get (`python -I -S` with the install's paths).
     """
     started = time.monotonic()
     source, wheels = root / "source", root / "wheels"
@@ -70,7 +73,6 @@ def build_wheel_venv(root: Path) -> tuple[Path, float]:
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
     _run([*pip, "wheel", "--no-deps", "-w", str(wheels), str(source)])
     (wheel,) = wheels.glob("pedelec_native_host-*.whl")
-    venv = root / "venv"
     _run([sys.executable, "-m", "venv", str(venv)])
     python = venv / "bin" / "python"
     _run([str(python), "-m", "pip", "--disable-pip-version-check", "-q", "install", str(wheel)])
@@ -82,11 +84,11 @@ def registered_path(
 ) -> str:
     """What `<host> install --user-data-dir <profile>` puts in the manifest's `path`.
 
-    `--force`: the bench's venv lives in a temporary directory on purpose, which `install`
-    otherwise refuses to bake into a launcher (the system may empty it).
+    The bench's venv is a lasting one (bench/run.py puts it under build/), so `install`
+    writes the launcher users get.
     """
     extra = ["--extension-id", extension_id] if extension_id else []
-    _run([str(host), "install", "--force", "--user-data-dir", str(profile), *extra], env)
+    _run([str(host), "install", "--user-data-dir", str(profile), *extra], env)
     manifest = json.loads((profile / "NativeMessagingHosts" / MANIFEST_NAME).read_text())
     path: str = manifest["path"]
     return path

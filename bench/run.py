@@ -18,6 +18,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -405,9 +406,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     report = Report(len(bundles))
     results: dict[str, Any] = {"meta": meta(runs, mode, counts)}
     print_header(results["meta"])
+    lasting = builds.REPO / "build" / f"bench-venv-{os.getpid()}"
     with tempfile.TemporaryDirectory(prefix="pedelec-bench-") as temp:
         root = Path(temp)
-        venv, build_s = builds.build_wheel_venv(root / "build")
+        try:
+            venv, build_s = builds.build_wheel_venv(root / "build", lasting)
+        except BaseException:
+            shutil.rmtree(lasting, ignore_errors=True)
+            raise
         print(f"venv: a wheel of this checkout, installed into a fresh venv in {build_s:.1f} s")
         env = processes.user_env(os.environ, root / "world")
         home = processes.pedelec_home(env)
@@ -422,6 +428,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 results["events"] = floods(report, variants, env, core, runs, counts)
         if "5" in args.only:
             results["sizes"] = sizes(report, venv, bundles)
+        shutil.rmtree(lasting, ignore_errors=True)
     results["figures"] = report.rows
     results["not_measured"] = report.not_measured
     results["meta"]["seconds"] = time.monotonic() - started
