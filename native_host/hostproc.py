@@ -59,11 +59,11 @@ class HostProcess:
             cwd=cwd,
         )
         self.frames: queue.Queue[dict[str, Any] | None] = queue.Queue()
-        self.frame_sizes: list[int] = []
         self.protocol_errors: list[str] = []
         self.stderr_chunks: list[bytes] = []
         self._stdin_lock = threading.Lock()
         self._peeked: list[dict[str, Any] | None] = []
+        """Frames read ahead (by `response`) and not yet taken; None once stdout ended."""
         self.history: list[dict[str, Any]] = []
         """Every frame taken from the host's stdout so far, in order."""
         threading.Thread(target=self._read_stdout, daemon=True).start()
@@ -84,7 +84,6 @@ class HostProcess:
                     self.protocol_errors.append(f"stray {len(prefix)} bytes at end of stdout")
                 break
             (size,) = _PREFIX.unpack(prefix)
-            self.frame_sizes.append(size)
             if size > MAX_FRAME_BYTES:
                 self.protocol_errors.append(f"frame of {size} bytes exceeds {MAX_FRAME_BYTES}")
                 break
@@ -154,15 +153,6 @@ class HostProcess:
         self._peeked[0:0] = skipped
         return message
 
-    def no_frame_within(self, seconds: float) -> bool:
-        """True if the host writes nothing for `seconds`."""
-        try:
-            message = self._next(seconds)
-        except queue.Empty:
-            return True
-        self._peeked.insert(0, message)
-        return message is None
-
     def _next(self, timeout: float) -> dict[str, Any] | None:
         if self._peeked:
             return self._peeked.pop(0)
@@ -210,12 +200,13 @@ class HostProcess:
     def wait(self, timeout: float = 5.0) -> int:
         return self.proc.wait(timeout)
 
-    def stop(self) -> None:
-        """Close stdin and make sure the process is gone."""
+    def stop(self, grace_s: float = 5.0) -> None:
+        """Leave as Chrome does: close stdin, SIGKILL a host still running `grace_s` later
+        (Chrome waits about 2 s, spec 1.1)."""
         with contextlib.suppress(OSError):
             self.close_stdin()
         try:
-            self.proc.wait(5)
+            self.proc.wait(grace_s)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait(5)

@@ -1,94 +1,21 @@
-"""Shared fixtures: the host run as Chrome runs it, against a dev Core on loopback.
+"""Shared fixtures; the helpers behind them live in tests/support/.
 
 Every directory the host or the dev Core touches lives under the test's tmp_path.
 `PEDELEC_TEST_HOST_CMD` (a path or a shell-quoted command) makes every black-box test
-run another build of the host, e.g. the PyInstaller bundle.
+run another build of the host, e.g. the PyInstaller bundle (tests/support/host.py).
 """
 
 from __future__ import annotations
 
-import json
 import os
-import shlex
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from native_host.hostproc import HostProcess, default_host_command, isolated_env
-
-
-def host_command() -> list[str]:
-    override = os.environ.get("PEDELEC_TEST_HOST_CMD")
-    return shlex.split(override) if override else default_host_command()
-
-
-class HostWorld:
-    """One test's isolated world: directories, an optional dev Core, host processes."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.env = isolated_env(os.environ, root)
-        self.home = Path(self.env["PEDELEC_HOME"])
-        self.config_dir = Path(self.env["PEDELEC_NATIVE_HOST_CONFIG_DIR"])
-        self.log_dir = Path(self.env["PEDELEC_NATIVE_HOST_LOG_DIR"])
-        self.home.mkdir(parents=True)
-        self.config_dir.mkdir(parents=True)
-        self.hosts: list[HostProcess] = []
-        self.cores: list[Any] = []
-
-    def write_config(self, config: dict[str, Any]) -> None:
-        (self.config_dir / "config.json").write_text(json.dumps(config))
-
-    def write_policy(self, policy: dict[str, Any]) -> None:
-        (self.config_dir / "origins.json").write_text(json.dumps(policy))
-
-    def start_core(self, generation: str = "legacy", **faults: Any) -> Any:
-        from native_host.devcore import DevCore, DevCoreSettings, Faults
-
-        core = DevCore(
-            DevCoreSettings(home=self.home, generation=generation, faults=Faults(**faults))
-        )
-        core.start()
-        self.cores.append(core)
-        return core
-
-    def start_host(
-        self, args: list[str] | None = None, prefix: tuple[str, ...] = (), **env: str
-    ) -> HostProcess:
-        """The host as Chrome starts it; `prefix` wraps the command (e.g. `prlimit ...`)."""
-        kwargs: dict[str, Any] = {} if args is None else {"args": args}
-        host = HostProcess([*prefix, *host_command()], env={**self.env, **env}, **kwargs)
-        self.hosts.append(host)
-        return host
-
-    def log_text(self) -> str:
-        return "".join(p.read_text() for p in sorted(self.log_dir.glob("*.log*")))
-
-    def close(self) -> None:
-        for host in self.hosts:
-            host.stop()
-        for core in self.cores:
-            core.stop()
-        for host in self.hosts:
-            host.check_protocol()
-
-
-class FakeRegistry:
-    """A dict standing in for the HKCU/HKLM default values the installer and doctor use."""
-
-    def __init__(self, values: dict[Any, str] | None = None) -> None:
-        self.values: dict[Any, str] = dict(values or {})
-
-    def get_default(self, key: Any) -> str | None:
-        return self.values.get(key)
-
-    def set_default(self, key: Any, value: str) -> None:
-        self.values[key] = value
-
-    def delete(self, key: Any) -> None:
-        self.values.pop(key, None)
+from tests.support.checkout import permanent_directory
+from tests.support.world import HostWorld
 
 
 @pytest.fixture
@@ -122,9 +49,14 @@ def world(tmp_path: Path) -> Iterator[HostWorld]:
 
 
 @pytest.fixture
-def wait_until() -> Callable[..., bool]:
-    import time
+def permanent_dir() -> Iterator[Path]:
+    """A directory outside every temporary directory (for real installs), removed after."""
+    with permanent_directory() as path:
+        yield path
 
+
+@pytest.fixture
+def wait_until() -> Callable[..., bool]:
     def wait(predicate: Callable[[], bool], timeout: float = 5.0) -> bool:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

@@ -13,6 +13,9 @@ import sys
 from pathlib import Path
 
 import grimp
+import pytest
+
+pytestmark = pytest.mark.process
 
 REPO = Path(__file__).resolve().parent.parent
 

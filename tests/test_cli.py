@@ -21,6 +21,9 @@ import pytest
 
 from native_host import OFFICIAL_EXTENSION_ID, __version__
 from native_host.cli import SUBCOMMANDS, started_by_browser
+from tests.support.runtime import write_runtime
+
+pytestmark = pytest.mark.process
 
 
 @pytest.mark.parametrize("word", sorted(SUBCOMMANDS))
@@ -225,19 +228,7 @@ def live_desktop() -> Iterator[socket.socket]:
 
 def desktop_runtime(home: Path, port: int, pid: int) -> Path:
     """The `runtime.json` the Desktop writes (spec 3.1): no dev-Core marker."""
-    home.mkdir(parents=True, exist_ok=True)
-    path = home / "runtime.json"
-    path.write_text(
-        json.dumps(
-            {
-                "protocol": "pedelec-core-ipc-v1",
-                "host": "127.0.0.1",
-                "port": port,
-                "endpoint": f"127.0.0.1:{port}",
-                "pid": pid,
-            }
-        )
-    )
+    path = write_runtime(home, port, pid)
     path.chmod(0o600)
     return path
 

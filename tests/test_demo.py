@@ -20,6 +20,8 @@ from typing import Any
 
 import pytest
 
+pytestmark = pytest.mark.process
+
 STEPS = [
     "ping",
     "list_providers",

@@ -9,14 +9,11 @@ from pathlib import Path
 import pytest
 
 from native_host.core.discovery import CoreUnreachableError, parse_runtime, read_runtime
+from tests.support.runtime import runtime_document
 
-GOOD = {
-    "protocol": "pedelec-core-ipc-v1",
-    "host": "127.0.0.1",
-    "port": 52814,
-    "endpoint": "127.0.0.1:52814",
-    "pid": 4242,
-}
+pytestmark = pytest.mark.process
+
+GOOD = runtime_document(52814, 4242)
 
 
 def test_a_valid_runtime_file_gives_the_endpoint() -> None:

@@ -22,8 +22,11 @@ from native_host.install import doctor as doc
 from native_host.install import installer, interpreter, locations
 from native_host.install.doctor import selftest
 from native_host.install.locations import RegistryKey
-from tests.conftest import FakeRegistry, host_command
-from tests.test_policies import FakePolicyRegistry
+from tests.support.host import host_command
+from tests.support.registry import FakePolicyRegistry, FakeRegistry
+from tests.support.runtime import write_runtime
+
+pytestmark = pytest.mark.process
 
 REPO = Path(__file__).resolve().parent.parent
 MANIFEST = f"{HOST_NAME}.json"
@@ -103,19 +106,7 @@ class PingCore:
 def core(tmp_path: Path) -> Iterator[PingCore]:
     """A running Core: runtime.json pointing at a live loopback server."""
     server = PingCore()
-    home = tmp_path / "pedelec-home"
-    home.mkdir(exist_ok=True)
-    (home / "runtime.json").write_text(
-        json.dumps(
-            {
-                "protocol": "pedelec-core-ipc-v1",
-                "host": "127.0.0.1",
-                "port": server.port,
-                "endpoint": f"127.0.0.1:{server.port}",
-                "pid": os.getpid(),
-            }
-        )
-    )
+    write_runtime(tmp_path / "pedelec-home", server.port, os.getpid())
     yield server
     server.close()
 

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from native_host.events import find_event_type, fit_event, oversize_event_error
 from native_host.framing import MAX_FRAME_BYTES
+
+pytestmark = pytest.mark.unit
 
 
 def test_small_event_is_encoded_unchanged() -> None:

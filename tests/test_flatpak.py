@@ -26,6 +26,8 @@ from native_host.devcore import DevCore, DevCoreSettings
 from native_host.hostproc import HostProcess
 from native_host.install import flatpak
 
+pytestmark = pytest.mark.process
+
 REPO = Path(__file__).resolve().parent.parent
 OFFICIAL = f"chrome-extension://{OFFICIAL_EXTENSION_ID}/"
 MANIFEST = f"{HOST_NAME}.json"

@@ -19,6 +19,8 @@ from native_host.framing import (
     recover_request_id,
 )
 
+pytestmark = pytest.mark.process
+
 
 def frame(body: bytes, declared: int | None = None) -> bytes:
     return struct.pack("<I", len(body) if declared is None else declared) + body

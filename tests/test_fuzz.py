@@ -10,9 +10,13 @@ import json
 import random
 from typing import Any
 
+import pytest
+
 from native_host.errors import MSG_INTERNAL
 from native_host.messages import HOST_LOCAL_TYPES, RELAY_RULES
-from tests.conftest import HostWorld
+from tests.support.world import HostWorld
+
+pytestmark = pytest.mark.process
 
 TYPES = [*RELAY_RULES, *HOST_LOCAL_TYPES, "tool_call", "Ping", "", " ", "x" * 300]
 HUGE = "__huge_number__"

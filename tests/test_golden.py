@@ -23,7 +23,10 @@ from typing import Any
 import pytest
 
 from native_host.errors import ALL_STAGES
-from tests.conftest import HostWorld
+from tests.support.runtime import free_port, write_runtime
+from tests.support.world import HostWorld
+
+pytestmark = pytest.mark.process
 
 FIXTURES = Path(__file__).parent / "fixtures" / "golden"
 
@@ -123,19 +126,7 @@ class Player:
         self.host = self.world.start_host(args=fixture.get("hostArgs"), **fixture.get("env", {}))
 
     def write_closed_port_runtime(self) -> None:
-        import socket
-
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        runtime = {
-            "protocol": "pedelec-core-ipc-v1",
-            "host": "127.0.0.1",
-            "port": port,
-            "endpoint": f"127.0.0.1:{port}",
-            "pid": os.getpid(),
-        }
-        (self.world.home / "runtime.json").write_text(json.dumps(runtime))
+        write_runtime(self.world.home, free_port(), os.getpid())
 
     def write_launch_app(self, kind: str) -> None:
         """A desktop app for app-launch.json: `marker` only leaves a file behind, `devcore`

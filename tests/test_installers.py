@@ -17,10 +17,9 @@ from pathlib import Path
 import pytest
 
 from native_host import HOST_NAME
-from tests.test_packaging import fresh_checkout
-from tests.test_packaging import permanent_dir as permanent_dir  # the fixture, shared
+from tests.support.checkout import fresh_checkout
 
-pytestmark = [pytest.mark.packaging, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.process, pytest.mark.packaging, pytest.mark.timeout(600)]
 
 
 def snapshot(*roots: Path) -> dict[str, tuple[int, bytes | None]]:

@@ -9,6 +9,8 @@ import pytest
 
 from native_host.install import interpreter
 
+pytestmark = pytest.mark.process
+
 SITE = "/home/ann/.local/share/pipx/venvs/pedelec-native-host/lib/python3.11/site-packages"
 
 

@@ -34,8 +34,12 @@ from native_host.gateway import CoreGateway
 from native_host.hostproc import HostProcess, default_host_command
 from native_host.launch.launcher import Launcher
 from native_host.launch.spawn import child_environment
+from tests.support.runtime import free_port, write_runtime
 
-pytestmark = pytest.mark.skipif(os.name != "posix", reason="the fake Desktop is a #! script")
+pytestmark = [
+    pytest.mark.process,
+    pytest.mark.skipif(os.name != "posix", reason="the fake Desktop is a #! script"),
+]
 
 REPO = Path(__file__).resolve().parent.parent
 SUPPORT = Path(__file__).resolve().parent / "launch_support"
@@ -269,24 +273,6 @@ def dead_pid() -> int:
     proc = subprocess.Popen(["true"])
     proc.wait()
     return proc.pid
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-    return port
-
-
-def write_runtime(home: Path, port: int, pid: int) -> None:
-    runtime = {
-        "protocol": "pedelec-core-ipc-v1",
-        "host": "127.0.0.1",
-        "port": port,
-        "endpoint": f"127.0.0.1:{port}",
-        "pid": pid,
-    }
-    (home / "runtime.json").write_text(json.dumps(runtime))
 
 
 # --- launch config ---------------------------------------------------------------------

@@ -12,8 +12,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from native_host.errors import MSG_INTERNAL
-from tests.conftest import HostWorld
+from tests.support.world import HostWorld
+
+pytestmark = pytest.mark.process
 
 APP = "https://app.example.com"
 

@@ -10,6 +10,8 @@ from native_host import OFFICIAL_EXTENSION_ID
 from native_host.install import locations as loc
 from native_host.install.locations import RegistryKey, Scope
 
+pytestmark = pytest.mark.unit
+
 HOME = PurePosixPath("/home/ann")
 MAC_HOME = PurePosixPath("/Users/ann")
 WIN_HOME = PureWindowsPath(r"C:\Users\ann")

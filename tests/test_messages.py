@@ -16,6 +16,8 @@ from native_host.messages import (
     validate_envelope,
 )
 
+pytestmark = pytest.mark.unit
+
 
 def test_there_are_24_relay_types_and_3_host_local_ones() -> None:
     assert len(RELAY_RULES) == 24

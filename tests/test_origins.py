@@ -19,6 +19,8 @@ from native_host.origins import (
     parse_extension_arg,
 )
 
+pytestmark = pytest.mark.process
+
 LONG_LABEL = "a" * 63
 # 3 x 63 + 61 + 3 dots = 253 characters: the longest host allowed.
 LONGEST_HOST = ".".join([LONG_LABEL] * 3 + ["b" * 61])

@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 
+pytestmark = pytest.mark.process
+
 APP = "https://app.example.com"
 
 

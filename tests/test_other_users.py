@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import tempfile
 import textwrap
 import time
@@ -26,7 +25,10 @@ from typing import Any
 import pytest
 
 from native_host.hostproc import HostProcess
+from tests.support.runtime import free_port, runtime_document
 from tests.support.users import SYSTEM_PYTHON, LocalUser, skip_unless_root, throwaway_users
+
+pytestmark = pytest.mark.process
 
 REPO = Path(__file__).resolve().parent.parent
 FAKE_DESKTOP = (REPO / "tests" / "launch_support" / "fake_desktop.py").read_text()
@@ -57,13 +59,6 @@ SQUATTER = textwrap.dedent(
         threading.Thread(target=take, args=(conn,), daemon=True).start()
     """
 )
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-    return port
 
 
 def give(path: Path, user: LocalUser, mode: int) -> Path:
@@ -103,14 +98,8 @@ class Scene:
         return give(path, owner, mode)
 
     def runtime(self, port: int, pid: int, owner: LocalUser | None = None) -> None:
-        document = {
-            "protocol": "pedelec-core-ipc-v1",
-            "host": "127.0.0.1",
-            "port": port,
-            "endpoint": f"127.0.0.1:{port}",
-            "pid": pid,
-        }
-        self.write(self.home / "runtime.json", json.dumps(document), owner or self.alice, 0o644)
+        document = json.dumps(runtime_document(port, pid))
+        self.write(self.home / "runtime.json", document, owner or self.alice, 0o644)
 
     def desktop(self, directory: Path | None = None, owner: LocalUser | None = None) -> Path:
         """A fake Pedelec Desktop (stdlib only) that starts a pinging Core as its owner."""

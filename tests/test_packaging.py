@@ -8,32 +8,28 @@ The builds are shared by the whole session.
 
 from __future__ import annotations
 
-import contextlib
 import email.parser
 import json
 import os
-import pwd
 import shutil
 import subprocess
 import sys
 import tarfile
-import uuid
 import zipfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import NoReturn
 
 import pytest
 
 from native_host import HOST_NAME, __version__
+from tests.support.checkout import REPO, fresh_checkout
 
-REPO = Path(__file__).resolve().parent.parent
 IN_CI = os.environ.get("CI") == "true"
 # Everything a checkout holds that the sdist leaves out on purpose (CI and git files).
 NOT_IN_SDIST = (".ci/", ".gitignore", ".benchmarks/")
 SDIST_TREES = ("tests", "docs", "manifests", "installers", "packaging", "bench")
 
-pytestmark = [pytest.mark.packaging, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.process, pytest.mark.packaging, pytest.mark.timeout(600)]
 
 
 def unavailable(what: str, detail: str) -> NoReturn:
@@ -56,41 +52,6 @@ def run(
         check=False,
         **kwargs,  # type: ignore[arg-type]
     )
-
-
-def fresh_checkout(dest: Path) -> Path:
-    """The current files of this tree as a fresh clone would have them once committed:
-    tracked and new files, without anything git ignores (.venv, build/, dist/, caches)."""
-    if (REPO / ".git").exists():
-        listed = run(["git", "-C", str(REPO), "ls-files", "-z", "-co", "--exclude-standard"])
-        assert listed.returncode == 0, listed.stderr
-        for name in filter(None, listed.stdout.split("\0")):
-            source = REPO / name
-            if source.is_file():  # a tracked file deleted in the work tree is not copied
-                (dest / name).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(source, dest / name)
-    else:  # running from an unpacked sdist
-        junk = shutil.ignore_patterns(".venv", "build", "dist", "*.egg-info", "__pycache__")
-        shutil.copytree(REPO, dest, ignore=junk, dirs_exist_ok=True)
-    return dest
-
-
-@pytest.fixture
-def permanent_dir() -> Iterator[Path]:
-    """A directory outside every temporary directory, removed afterwards.
-
-    `install` rightly refuses an interpreter that lives in /tmp, so the pipx, uv and
-    install.sh installs that stand for a user's real one go under the account's home
-    directory (from the password database: $HOME may itself be temporary in CI)."""
-    root = Path(pwd.getpwuid(os.getuid()).pw_dir, ".local", "share", "pedelec-native-host-tests")
-    path = root / uuid.uuid4().hex
-    path.mkdir(parents=True)
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
-        with contextlib.suppress(OSError):
-            root.rmdir()
 
 
 @pytest.fixture(scope="session")

@@ -29,6 +29,8 @@ from native_host.core.discovery import read_runtime
 from tests.support import users as users_support
 from tests.support.users import SYSTEM_PYTHON, LocalUser, skip_unless_root, throwaway_users
 
+pytestmark = pytest.mark.process
+
 # A Core, a squatter or a stray listener: listens, prints its port, then records how many
 # bytes each connection carried (one line per connection, written at EOF).
 SERVER = r"""

@@ -17,9 +17,10 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import HostWorld
+from tests.support.runtime import runtime_document
+from tests.support.world import HostWorld
 
-RUNTIME_KEYS = {"protocol": "pedelec-core-ipc-v1", "host": "127.0.0.1"}
+pytestmark = pytest.mark.process
 
 
 def ping(host: Any, rid: str = "p", timeout: float = 10) -> dict[str, Any]:
@@ -31,10 +32,6 @@ def runtime_reason(reply: dict[str, Any]) -> str:
     """The discovery reason of a refused ping (no launch config: the launch fails)."""
     assert reply["ok"] is False, reply
     return str(reply["error"]["details"].get("reason", ""))
-
-
-def valid_runtime(port: int, pid: int) -> str:
-    return json.dumps({**RUNTIME_KEYS, "port": port, "endpoint": f"127.0.0.1:{port}", "pid": pid})
 
 
 def test_a_symlinked_runtime_json_is_not_followed(world: HostWorld) -> None:
@@ -102,7 +99,7 @@ def test_runtime_json_others_can_write_is_refused(world: HostWorld, where: str) 
 def test_odd_runtime_values_are_a_discovery_error(
     world: HostWorld, change: dict[str, Any], why: str
 ) -> None:
-    runtime = {**RUNTIME_KEYS, "port": 1, "endpoint": "127.0.0.1:1", "pid": os.getpid()}
+    runtime = runtime_document(1, os.getpid())
     (world.home / "runtime.json").write_text(json.dumps({**runtime, **change}))
     reply = ping(world.start_host())
     assert reply["error"]["code"] == "CORE_RUNTIME_UNAVAILABLE"

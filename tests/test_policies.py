@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import plistlib
 import sys
-from collections.abc import Mapping
 from pathlib import Path, PurePath
 from typing import Any
 
@@ -18,20 +17,13 @@ from native_host import HOST_NAME, OFFICIAL_EXTENSION_ID
 from native_host.install import doctor as doc
 from native_host.install import managed_policy as mp
 from native_host.install.locations import Os, RegistryKey
+from tests.support.registry import FakePolicyRegistry, FakeRegistry
+
+pytestmark = pytest.mark.process
 
 OFFICIAL = f"chrome-extension://{OFFICIAL_EXTENSION_ID}/"
 BLOCKED = '"Access to the native messaging host was disabled by the system administrator."'
 NOT_FOUND = '"Specified native messaging host not found."'
-
-
-class FakePolicyRegistry:
-    """Named values per key, standing in for `HKLM/HKCU\\SOFTWARE\\Policies\\...`."""
-
-    def __init__(self, keys: Mapping[RegistryKey, Mapping[str, object]] | None = None) -> None:
-        self.keys = dict(keys or {})
-
-    def read_values(self, key: RegistryKey) -> Mapping[str, object] | None:
-        return self.keys.get(key)
 
 
 def settings(**values: Any) -> mp.Settings:
@@ -222,8 +214,6 @@ def test_doctor_with_user_level_hosts_off_ignores_the_user_manifest(
 def test_doctor_reads_windows_policy_keys(
     tmp_path: Path, env: dict[str, str], user_manifest: Path
 ) -> None:
-    from tests.conftest import FakeRegistry
-
     manifest = Path(env["HOME"]) / ".config" / "google-chrome" / "NativeMessagingHosts"
     key = RegistryKey("HKCU", r"Software\Google\Chrome\NativeMessagingHosts\cc.isaaclin.pedelec")
     registry = FakeRegistry({key: str(manifest / f"{HOST_NAME}.json")})

@@ -30,6 +30,8 @@ from native_host.policy import (
     validate_caller_origin,
 )
 
+pytestmark = pytest.mark.process
+
 APP = "https://app.example.com"
 T0 = 1_700_000_000_000
 

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.unit
+
 ROOT = Path(__file__).resolve().parents[1]
 PROTOCOL = ROOT / "docs" / "protocol.md"
 FIXTURES = ROOT / "tests" / "fixtures" / "golden"

@@ -13,8 +13,12 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from native_host.hostproc import OFFICIAL_ORIGIN, HostProcess
-from tests.conftest import HostWorld
+from tests.support.world import HostWorld
+
+pytestmark = pytest.mark.process
 
 RELAY_MODULES = frozenset(
     {

@@ -24,6 +24,8 @@ from native_host.messages import NativeRequest
 from native_host.outbox import Outbox
 from native_host.subscriptions import Subscriptions
 
+pytestmark = pytest.mark.unit
+
 
 class Rig:
     """A dev Core, a gateway to it and a subscriptions table writing into a pipe."""

@@ -376,16 +376,6 @@ def check_exit(s: Session) -> None:
                 raise DemoFailure("only valid frames", f"a protocol violation: {exc}") from None
 
 
-def disconnect(host: HostProcess) -> None:
-    """Leave like Chrome does: close stdin, SIGKILL a host still running 2 s later."""
-    host.close_stdin()
-    try:
-        host.proc.wait(EXIT_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        host.proc.kill()
-        host.proc.wait()
-
-
 def host_command() -> list[str]:
     """The host to run: `$PEDELEC_DEMO_HOST_CMD` if set, else this checkout's."""
     override = os.environ.get(HOST_CMD_ENV)
@@ -415,7 +405,7 @@ def run_demo(generation: str, emit: Emit) -> int:
                         DevCore(DevCoreSettings(home=home, generation=generation))
                     )
                     host = HostProcess(host_command(), env=env)
-                    stack.callback(disconnect, host)
+                    stack.callback(host.stop, EXIT_TIMEOUT_S)
                 except OSError as exc:
                     failure = DemoFailure("the dev Core and the host to start", str(exc))
                     failure.where = "start"
@@ -445,7 +435,7 @@ def run_demo(generation: str, emit: Emit) -> int:
                     "stepName": session.name if session else "start",
                     "expected": failure.expected,
                     "received": failure.received,
-                    "hostStderr": host.stderr.strip() if host else "",
+                    "hostStderr": host.final_stderr().strip() if host else "",
                     "hostLog": log_tail(env["PEDELEC_NATIVE_HOST_LOG_DIR"]),
                 }
             )

@@ -8,8 +8,9 @@ import pytest
 
 from native_host.devcore import DevCore
 from native_host.devcore.wire import MAX_LINE_BYTES
+from tests.support.core_lines import ClientFactory, CoreFactory, LineClient
 
-from .conftest import ClientFactory, CoreFactory, LineClient
+pytestmark = pytest.mark.unit
 
 IPC = "IPC_UNAVAILABLE"
 

@@ -10,8 +10,16 @@ import pytest
 from pydantic import ValidationError
 
 from native_host.devcore import DevCore, Faults, OversizeEvent
+from tests.support.core_lines import (
+    ORIGIN,
+    ClientFactory,
+    CoreFactory,
+    LineClient,
+    create_thread,
+    subscribe,
+)
 
-from .conftest import ORIGIN, ClientFactory, CoreFactory, LineClient, create_thread, subscribe
+pytestmark = pytest.mark.unit
 
 
 def test_faults_json_form_uses_camel_case() -> None:

@@ -6,9 +6,12 @@ import json
 import os
 from pathlib import Path
 
-from native_host.devcore import Faults
+import pytest
 
-from .conftest import COUNTER_TOOL, ClientFactory, CoreFactory, LineClient
+from native_host.devcore import Faults
+from tests.support.core_lines import COUNTER_TOOL, ClientFactory, CoreFactory, LineClient
+
+pytestmark = pytest.mark.unit
 
 APP = "https://app.example.com"
 

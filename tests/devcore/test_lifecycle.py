@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from native_host.devcore import DevCore, DevCoreSettings
+from tests.support.core_lines import ClientFactory, CoreFactory, LineClient
 
-from .conftest import ClientFactory, CoreFactory, LineClient
+pytestmark = pytest.mark.process
 
 
 def read_runtime(home: Path) -> dict[str, object]:

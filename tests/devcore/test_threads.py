@@ -10,8 +10,16 @@ from typing import Any
 import pytest
 
 from native_host.devcore import DevCore
+from tests.support.core_lines import (
+    ORIGIN,
+    ClientFactory,
+    CoreFactory,
+    LineClient,
+    create_thread,
+    subscribe,
+)
 
-from .conftest import ORIGIN, ClientFactory, CoreFactory, LineClient, create_thread, subscribe
+pytestmark = pytest.mark.unit
 
 
 def strip(events: list[dict[str, Any]]) -> list[dict[str, Any]]:

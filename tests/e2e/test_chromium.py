@@ -16,7 +16,7 @@ import pytest
 
 from native_host.framing import MAX_FRAME_BYTES
 from tests.e2e import harness
-from tests.e2e.conftest import E2EWorld
+from tests.e2e.world import E2EWorld
 
 pytestmark = pytest.mark.e2e
 

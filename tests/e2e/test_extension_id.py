@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.e2e import harness
+
+pytestmark = pytest.mark.unit
 
 
 def test_extension_id_matches_manifest_key() -> None:

@@ -1,0 +1,58 @@
+"""This checkout as installers see it: a fresh copy of its files, and a place to install
+into that is not temporary."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pwd
+import shutil
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent.parent
+
+
+def fresh_checkout(dest: Path) -> Path:
+    """The current files of this tree as a fresh clone would have them once committed:
+    tracked and new files, without anything git ignores (.venv, build/, dist/, caches)."""
+    if (REPO / ".git").exists():
+        listed = subprocess.run(
+            ["git", "-C", str(REPO), "ls-files", "-z", "-co", "--exclude-standard"],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert listed.returncode == 0, listed.stderr
+        for name in filter(None, listed.stdout.split("\0")):
+            source = REPO / name
+            if source.is_file():  # a tracked file deleted in the work tree is not copied
+                (dest / name).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(source, dest / name)
+    else:  # running from an unpacked sdist
+        junk = shutil.ignore_patterns(".venv", "build", "dist", "*.egg-info", "__pycache__")
+        shutil.copytree(REPO, dest, ignore=junk, dirs_exist_ok=True)
+    return dest
+
+
+@contextlib.contextmanager
+def permanent_directory() -> Iterator[Path]:
+    """A new directory outside every temporary directory, removed afterwards.
+
+    `install` rightly refuses an interpreter that lives in /tmp, so the pipx, uv and
+    install.sh installs that stand for a user's real one go under the account's home
+    directory (from the password database: $HOME may itself be temporary in CI). Each
+    gets its own name directly in ~/.local/share, so tests running at the same time
+    never share (or remove) a parent."""
+    share = Path(pwd.getpwuid(os.getuid()).pw_dir, ".local", "share")
+    share.mkdir(parents=True, exist_ok=True)
+    path = share / f"pedelec-native-host-tests-{uuid.uuid4().hex}"
+    path.mkdir()
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
