@@ -17,6 +17,8 @@ import pytest
 from tests.support.checkout import permanent_directory
 from tests.support.world import HostWorld
 
+pytest_plugins = ["pytester", "tests.support.markers"]
+
 
 @pytest.fixture
 def env(tmp_path: Path) -> dict[str, str]:
