@@ -677,7 +677,11 @@ def test_concurrent_checks_each_judge_their_own_connection(
 
 def test_cost_does_not_grow_with_unrelated_sockets(start_server: ServerFactory) -> None:
     """sock_diag is one exact lookup: 1,000 unrelated sockets change nothing, while a
-    scan of /proc/net/tcp pays for each of them (measured in docs/security.md)."""
+    scan of /proc/net/tcp pays for each of them (measured in docs/security.md).
+
+    The scan is timed for a connection that is not listed, so it reads the whole table:
+    the kernel lists sockets in hash-bucket order, so the real connection's line may come
+    first or last, and a scan that stopped early would time a handful of lines."""
     core = start_server()
     sock = _connect(core.port)
     _wait_accepted(sock, core.pid)
@@ -687,7 +691,9 @@ def test_cost_does_not_grow_with_unrelated_sockets(start_server: ServerFactory) 
         assert _first_line(crowd) == "ready"
         crowded = _fastest_us(lambda: peer.verify_core_peer(sock, core.pid), 100)
         ends = peer.ConnectionEnds.of(sock)
-        scan = _fastest_us(lambda: peer.proc_net_lookup(ends, False), 10)
+        unlisted = peer.ConnectionEnds(ends.server_ip, ends.server_port, ends.client_ip, 0)
+        assert peer.proc_net_lookup(unlisted, False) is None
+        scan = _fastest_us(lambda: peer.proc_net_lookup(unlisted, False), 10)
     finally:
         crowd.kill()
         crowd.wait(timeout=10)
