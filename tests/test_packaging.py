@@ -29,7 +29,12 @@ IN_CI = os.environ.get("CI") == "true"
 NOT_IN_SDIST = (".ci/", ".gitignore", ".benchmarks/")
 SDIST_TREES = ("tests", "docs", "manifests", "installers", "packaging", "bench")
 
-pytestmark = [pytest.mark.process, pytest.mark.packaging, pytest.mark.timeout(600)]
+pytestmark = [
+    pytest.mark.process,
+    pytest.mark.packaging,
+    pytest.mark.timeout(600),
+    pytest.mark.xdist_group("packaging"),  # one worker builds the dists and tools once
+]
 
 
 def unavailable(what: str, detail: str) -> NoReturn:

@@ -18,7 +18,7 @@ from native_host.framing import MAX_FRAME_BYTES
 from tests.e2e import harness
 from tests.e2e.world import E2EWorld
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("chromium")]  # one world per module
 
 RunPage = Callable[[str], E2EWorld]
 
