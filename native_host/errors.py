@@ -102,7 +102,6 @@ MSG_POLICY_NOT_SAVED = "origin policy could not be saved"
 MSG_POLICY_NOT_READ = "origin policy could not be read"
 MSG_HOST_BUSY = "native host has too much in flight; retry when earlier requests finish"
 MSG_RESOURCES_EXHAUSTED = "native host is out of file descriptors"
-MSG_DUPLICATE_STREAM_CLOSED = "subscription stream closed while the duplicate was answered"
 
 # --- why a cap refused a request (`details.reason` of HOST_BUSY) -------------
 BUSY_REQUESTS = "in_flight_requests"

@@ -266,9 +266,6 @@ class CoreGateway:
         """Shutdown: close every connection, requests and streams alike (spec 7.13)."""
         self.registry.close_all()
 
-    def open_connections(self) -> int:
-        return len(self.registry)
-
     # --- before the first byte ---------------------------------------------------------
     def _discover(self) -> CoreEndpoint:
         from native_host import paths

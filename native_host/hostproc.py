@@ -27,7 +27,10 @@ _PREFIX = struct.Struct("<I")
 
 
 def default_host_command() -> list[str]:
-    """The host as installed from this checkout (the Python interpreter running us)."""
+    """This very host: the interpreter running us with the package, or, in a frozen
+    bundle, the bundle's own executable (it has no `-m`)."""
+    if getattr(sys, "frozen", False):
+        return [sys.executable]
     return [sys.executable, "-m", "native_host"]
 
 

@@ -629,7 +629,7 @@ def test_browser_all_checks_every_row(env: dict[str, str]) -> None:
     code, findings, stderr = run(env, "--browser", "all", "--timeout", "5")
     assert_no_traceback(stderr)
     subjects = [f["subject"] for f in findings if f["check"] in ("manifest present", "sandbox")]
-    assert subjects == list(locations.browser_names("linux"))
+    assert subjects == list(tuple(row.name for row in locations.rows_for("linux")))
     assert code == 1
 
 

@@ -213,13 +213,13 @@ def test_every_row_has_what_its_platform_needs() -> None:
         else:  # a sandbox sees no system directory of the host
             assert row.os is loc.Os.LINUX and row.sandbox_id and not row.system_dirs
     for platform in ("linux", "darwin", "win32"):
-        names = loc.browser_names(platform)
+        names = tuple(row.name for row in loc.rows_for(platform))
         assert {"chrome", "chrome-beta", "chrome-dev", "chrome-canary", "chromium", "edge"} <= set(
             names
         )
         assert "brave" in names and "vivaldi" in names
-    assert "arc" in loc.browser_names("darwin")
-    assert "arc" not in loc.browser_names("linux")
+    assert "arc" in tuple(row.name for row in loc.rows_for("darwin"))
+    assert "arc" not in tuple(row.name for row in loc.rows_for("linux"))
 
 
 def test_unknown_browser_and_platform_are_errors() -> None:
@@ -278,7 +278,11 @@ def test_snap_rows_have_nothing_to_register(name: str) -> None:
 
 def test_sandboxed_rows_are_linux_only() -> None:
     for platform in ("darwin", "win32"):
-        assert not [n for n in loc.browser_names(platform) if n.endswith(("-flatpak", "-snap"))]
+        assert not [
+            n
+            for n in tuple(row.name for row in loc.rows_for(platform))
+            if n.endswith(("-flatpak", "-snap"))
+        ]
 
 
 def test_flatpak_override_paths_follow_xdg_data_home() -> None:

@@ -131,7 +131,7 @@ def test_a_current_stream_closed_by_the_core_is_reported_once_and_forgotten(rig:
     for thread in rig.threads:
         thread.join(5)
     assert len(rig.subscriptions) == 0
-    assert rig.gateway.open_connections() == 0
+    assert len(rig.gateway.registry) == 0
 
 
 @pytest.mark.parametrize("rig", [("legacy", {"max_subscriptions": 2}, {})], indirect=True)

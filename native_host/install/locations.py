@@ -316,11 +316,6 @@ def rows_for(platform: str) -> tuple[BrowserRow, ...]:
     return tuple(row for row in TABLE if row.os is os_name)
 
 
-def browser_names(platform: str) -> tuple[str, ...]:
-    """Every `--browser` word valid on this platform, in table order."""
-    return tuple(row.name for row in rows_for(platform))
-
-
 def select_rows(platform: str, names: Iterable[str] | None) -> tuple[BrowserRow, ...]:
     """Rows for the given browser words (`all` or None = every row); unknown words raise."""
     rows = rows_for(platform)
