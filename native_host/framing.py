@@ -14,7 +14,7 @@ import threading
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
     from typing import BinaryIO
 
 MAX_FRAME_BYTES = 1_048_576
@@ -138,22 +138,30 @@ class FrameWriter:
             self._closed = True
 
     def write_body(self, body: bytes) -> bool:
-        """Write one already-encoded body. Returns False if it was not written.
+        """Write one already-encoded body. Returns False if it was not written."""
+        return self.write_bodies((body,))
 
-        Prefix and body go out in one `writev` where there is one (no copy of the body),
-        and the rest of a partial write follows before the lock is let go.
+    def write_bodies(self, bodies: Sequence[bytes]) -> bool:
+        """Write already-encoded bodies, in order and contiguously; False if they were not.
+
+        Prefixes and bodies go out in one `writev` where there is one (no copy of a body:
+        a flood of small events costs one system call per batch, not per event), and the
+        rest of a partial write follows before the lock is let go.
         """
-        if len(body) > MAX_FRAME_BYTES:
-            raise FrameTooLargeError(len(body))
-        prefix = _PREFIX.pack(len(body))
+        parts: list[bytes] = []
+        for body in bodies:
+            if len(body) > MAX_FRAME_BYTES:
+                raise FrameTooLargeError(len(body))
+            parts += (_PREFIX.pack(len(body)), body)
+        total = sum(map(len, parts))
         broken = False
         with self._lock:
             if self._closed:
                 return False
             try:
-                written = 0 if _WRITEV is None else _WRITEV(self._fd, (prefix, body))
-                if written < len(prefix) + len(body):
-                    data = memoryview(prefix + body)[written:]
+                written = 0 if _WRITEV is None else _WRITEV(self._fd, parts)
+                if written < total:
+                    data = memoryview(b"".join(parts))[written:]
                     while data:
                         data = data[os.write(self._fd, data) :]
             except OSError:

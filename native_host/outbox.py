@@ -57,6 +57,10 @@ class Outbox:
         """Write a frame already encoded and measured by the caller (an event)."""
         return self.writer.write_body(body)
 
+    def send_bodies(self, bodies: list[bytes]) -> bool:
+        """Write frames already encoded and measured by the caller, in one go."""
+        return self.writer.write_bodies(bodies)
+
     def send(self, message: dict[str, Any]) -> bool:
         """Write a host-made message; one that cannot fit (e.g. a thread id of nearly
         1 MiB echoed back) is dropped and logged rather than sent."""

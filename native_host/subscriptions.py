@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 
 from native_host import codec, errors, events, logs, messages
-from native_host.core.lines import OversizeLine
+from native_host.core.lines import LineReader, OversizeLine
 from native_host.errors import HostError
 from native_host.framing import MAX_FRAME_BYTES
 
@@ -231,9 +231,22 @@ class Subscriptions:
 
     # --- the live stream ---------------------------------------------------------------
     def _pump(self, sub: Subscription, connection: CoreConnection) -> None:
-        """Forward the stream until it ends; report an unexpected end once."""
+        """Forward the stream until it ends; report an unexpected end once.
+
+        Event lines already received together are written together (`_Batch`): never
+        held back while the host would wait for more, always in order.
+        """
         reader = connection.reader
+        batch = _Batch(self.outbox)
+        try:
+            self._pump_lines(sub, reader, batch)
+        finally:
+            batch.flush()
+
+    def _pump_lines(self, sub: Subscription, reader: LineReader, batch: _Batch) -> None:
         while True:
+            if not reader.has_line() and not batch.flush():
+                return
             try:
                 line = reader.read_line(skip_oversize=True)
             except OSError as exc:
@@ -243,7 +256,7 @@ class Subscriptions:
                 self._broken(sub, errors.MSG_CONNECTION_CLOSED)
                 return
             if isinstance(line, OversizeLine):
-                if not self._oversize_line(sub, line):
+                if not batch.flush() or not self._oversize_line(sub, line):
                     return
                 continue
             try:
@@ -252,7 +265,7 @@ class Subscriptions:
                 error = events.stream_error(
                     errors.IPC_UNAVAILABLE, errors.MSG_EVENT_NOT_JSON, error=str(exc)
                 )
-                if not self._stream_failure(sub, error):
+                if not batch.flush() or not self._stream_failure(sub, error):
                     return
                 continue
             if not _is_thread_event(parsed):
@@ -260,19 +273,19 @@ class Subscriptions:
                     "skipped a Core stream line that is not a thread_event (%s)", sub.thread_id
                 )
                 continue
-            if len(parsed) == 2:  # exactly {"type","event"}: the line is the frame (spec 1.8)
-                if not self._forward_line(sub, line, parsed["event"]):
-                    return
-            elif not self._forward(sub, parsed["event"]):
+            if self.stopping.is_set():
                 return
-
-    def _forward_line(self, sub: Subscription, line: bytes, event: dict[str, Any]) -> bool:
-        """Relay a Core event line as it is: it is already the native message, valid
-        UTF-8 JSON (the codec just read it) and within 1 MiB (the line reader's limit), so
-        nothing is encoded again. False once the stream is closed."""
-        if self.stopping.is_set() or not self.outbox.send_body(line):
-            return False
-        return self._after_event(sub, event)
+            if len(parsed) == 2:  # exactly {"type","event"}: the line is the frame (spec 1.8)
+                # It is already the native message, valid UTF-8 JSON (the codec just read
+                # it) and within 1 MiB (the line reader's limit): nothing is encoded again.
+                if not batch.add(line):
+                    return
+                if parsed["event"].get("type") == "ended" and not batch.flush():
+                    return
+                if not self._after_event(sub, parsed["event"]):
+                    return
+            elif not batch.flush() or not self._forward(sub, parsed["event"]):
+                return
 
     def _forward(self, sub: Subscription, event: dict[str, Any]) -> bool:
         """Relay one event under the size rules; False once the stream is closed."""
@@ -351,6 +364,34 @@ class Subscriptions:
         self._remove(sub)
         if sub.connection is not None:
             sub.connection.close()
+
+
+class _Batch:
+    """Event frames waiting to be written together, in arrival order."""
+
+    MAX_FRAMES = 256
+    """Under the OS's limit of 1,024 buffers per writev (two per frame)."""
+    MAX_BYTES = 1_048_576
+
+    def __init__(self, outbox: Outbox) -> None:
+        self.outbox = outbox
+        self.bodies: list[bytes] = []
+        self.size = 0
+
+    def add(self, body: bytes) -> bool:
+        """Queue a frame; write the batch once it is full. False once the browser is gone."""
+        self.bodies.append(body)
+        self.size += len(body)
+        if len(self.bodies) >= self.MAX_FRAMES or self.size >= self.MAX_BYTES:
+            return self.flush()
+        return True
+
+    def flush(self) -> bool:
+        """Write what is queued. False once the browser is gone."""
+        if not self.bodies:
+            return True
+        bodies, self.bodies, self.size = self.bodies, [], 0
+        return self.outbox.send_bodies(bodies)
 
 
 def _is_thread_event(value: Any) -> bool:

@@ -6,6 +6,7 @@ import io
 import json
 import os
 import struct
+import threading
 
 import pytest
 
@@ -148,3 +149,23 @@ def test_claimed_stdout_receives_only_frames() -> None:
     assert b"stray print" in done.stderr
     assert b"stray fd write" in done.stderr
     assert b"stray child" in done.stderr
+
+
+def test_writer_writes_a_batch_as_whole_frames_in_order() -> None:
+    """Several bodies in one writev still arrive as separate, whole frames, in order,
+    even bodies too large for one pipe write (the rest follows the partial write)."""
+    read_fd, write_fd = os.pipe()
+    writer = FrameWriter(write_fd)
+    bodies = [encode_message({"n": i, "pad": "x" * (i * 100_000)}) for i in range(6)]
+    received: list[bytes | OversizeFrame | None] = []
+    reader = threading.Thread(
+        target=lambda: received.extend(read_frame(stream) for _ in range(len(bodies))),
+    )
+    with os.fdopen(read_fd, "rb") as stream:
+        reader.start()
+        assert writer.write_bodies(bodies)
+        reader.join(10)
+    os.close(write_fd)
+    assert received == bodies
+    with pytest.raises(FrameTooLargeError):
+        writer.write_bodies([b"{}", b"x" * (MAX_FRAME_BYTES + 1)])

@@ -89,6 +89,14 @@ class LineReader:
             self._start = 0
         return line
 
+    def has_line(self) -> bool:
+        """Whether a whole line is already buffered, so `read_line` will not wait."""
+        newline = self._buffer.find(b"\n", self._start + self._scanned)
+        if newline == -1:
+            self._scanned = len(self._buffer) - self._start
+            return False
+        return True
+
     def read_line(
         self, deadline: float | None = None, skip_oversize: bool = False
     ) -> bytes | OversizeLine | None:
