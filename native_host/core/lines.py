@@ -81,7 +81,8 @@ class LineReader:
 
     def _take(self, end: int, skip: int) -> bytes:
         """The unread bytes up to `end`, then skip `skip` more (the newline)."""
-        line = bytes(self._buffer[self._start : end])
+        with memoryview(self._buffer) as view:  # one copy (a bytearray slice is another)
+            line = view[self._start : end].tobytes()
         self._start = end + skip
         self._scanned = 0
         if self._start >= len(self._buffer):
