@@ -1,5 +1,5 @@
-"""Origin rules of spec 7.11: `callerOrigin` normalisation, the argv extension check and
-block patterns.
+"""Origin rules of spec 7.11 b and c: `callerOrigin` normalisation and block patterns
+(the argv check of 7.11 a is `extension.py`, which a ping needs and this module not).
 
 Pure functions on strings. The host starts for every burst of page activity, so this
 module imports only the standard library; `idna` is loaded for non-ASCII or `xn--` hosts.
@@ -9,21 +9,17 @@ from __future__ import annotations
 
 import re
 
-from native_host import OFFICIAL_EXTENSION_ID
 from native_host.errors import (
     INVALID_ORIGIN,
-    MSG_EXTENSION_NOT_ALLOWED,
     MSG_INVALID_ORIGIN,
-    ORIGIN_NOT_APPROVED,
     STAGE_VALIDATE_ORIGIN,
     HostError,
 )
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # `typing` costs a relay start milliseconds; annotations only
-    from collections.abc import Iterable, Sequence
+    pass
 
-EXTENSION_PREFIX = "chrome-extension://"
 DEFAULT_PORTS = {"https": 443, "http": 80}
 HTTP_HOSTS = frozenset({"localhost", "127.0.0.1", "[::1]"})
 """The extension's `externally_connectable` http hosts plus IPv6 loopback."""
@@ -34,7 +30,6 @@ allowing for characters IDNA maps to nothing; checked first so IDNA never sees m
 MAX_HOST_CHARS = 253
 MAX_LABEL_CHARS = 63
 
-_EXTENSION_RE = re.compile(r"chrome-extension://([a-p]{32})/?")
 _LABEL_RE = re.compile(r"[a-z0-9](?:[a-z0-9-]*[a-z0-9])?")
 _NUMERIC_LABEL_RE = re.compile(r"[0-9]+|0[xX][0-9a-fA-F]*")
 """WHATWG's "ends in a number": such a name is parsed as IPv4, never as a domain."""
@@ -214,34 +209,6 @@ def invalid_origin_error(value: object, reason: str) -> HostError:
     details = {"callerOrigin": value} if isinstance(value, str) else {}
     return HostError(
         INVALID_ORIGIN, MSG_INVALID_ORIGIN, STAGE_VALIDATE_ORIGIN, reason=reason, **details
-    )
-
-
-# --- argv: the calling extension (7.11 a) ------------------------------------------
-
-
-def parse_extension_arg(argv: Sequence[str]) -> str | None:
-    """The first argument naming an extension origin; None when a proxy passed none."""
-    return next((arg for arg in argv if arg.startswith(EXTENSION_PREFIX)), None)
-
-
-def check_extension_origin(arg: str, allowed_ids: Iterable[str]) -> bool:
-    """Whether `arg` is `chrome-extension://<id>/` with the official or a configured id."""
-    match = _EXTENSION_RE.fullmatch(arg)
-    if match is None:
-        return False
-    extension_id = match.group(1)
-    return extension_id == OFFICIAL_EXTENSION_ID or extension_id in set(allowed_ids)
-
-
-def extension_not_allowed_error(arg: str) -> HostError:
-    """The one frame a refused extension gets before the host exits with status 2."""
-    return HostError(
-        ORIGIN_NOT_APPROVED,
-        MSG_EXTENSION_NOT_ALLOWED,
-        STAGE_VALIDATE_ORIGIN,
-        reason="extension_not_allowed",
-        extensionOrigin=arg,
     )
 
 

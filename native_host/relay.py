@@ -242,7 +242,7 @@ class Relay:
 
 
 def _refuse_extension(outbox: Outbox, extension_origin: str) -> int:
-    from native_host.origins import extension_not_allowed_error
+    from native_host.extension import extension_not_allowed_error
 
     error = extension_not_allowed_error(extension_origin)
     outbox.send(messages.error_response("", error.to_error()))
@@ -256,7 +256,7 @@ def run_relay(argv: Sequence[str], env: Mapping[str, str] = os.environ) -> int:
     logs.setup(config.log_level, env)
     for problem in config.problems:
         log.warning("config: %s", problem)
-    from native_host.origins import check_extension_origin, parse_extension_arg
+    from native_host.extension import check_extension_origin, parse_extension_arg
 
     extension = parse_extension_arg(argv)
     log.info("start pid=%d version=%s extension=%s", os.getpid(), __version__, extension)

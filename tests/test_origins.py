@@ -9,14 +9,16 @@ import pytest
 
 from native_host import OFFICIAL_EXTENSION_ID
 from native_host.errors import INVALID_ORIGIN, ORIGIN_NOT_APPROVED, STAGE_VALIDATE_ORIGIN
+from native_host.extension import (
+    check_extension_origin,
+    extension_not_allowed_error,
+    parse_extension_arg,
+)
 from native_host.origins import (
     BlockPattern,
     InvalidOriginError,
-    check_extension_origin,
-    extension_not_allowed_error,
     invalid_origin_error,
     normalize_origin,
-    parse_extension_arg,
 )
 
 pytestmark = pytest.mark.process

@@ -35,7 +35,7 @@ RELAY_MODULES = frozenset(
             "native_host.core.lines",
             "native_host.core.peer",
             "native_host.messages",
-            "native_host.origins",
+            "native_host.extension",
             "native_host.config",
             "native_host.logs",
             "native_host.files",
