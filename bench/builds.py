@@ -63,9 +63,10 @@ def build_wheel_venv(root: Path, venv: Path) -> tuple[Path, float]:
 
     The wheel is built from a copy of the working tree: setuptools builds in the source's
     `build/lib` and packages whatever is there, so a module deleted since an earlier build
-    would still ship from the checkout itself. The venv itself is put where `install`
-    takes it for a lasting install (not a temporary directory), so its launcher is the
-    one users get (`python -I -S` with the install's paths).
+    would still ship from the checkout itself. The venv itself goes where `install` takes
+    it for a lasting install (the caller passes a directory outside every temporary one,
+    wherever the checkout is), so its launcher is the one users get (`python -I -S` with
+    the install's paths).
     """
     started = time.monotonic()
     source, wheels = root / "source", root / "wheels"
@@ -84,8 +85,8 @@ def registered_path(
 ) -> str:
     """What `<host> install --user-data-dir <profile>` puts in the manifest's `path`.
 
-    The bench's venv is a lasting one (bench/run.py puts it under build/), so `install`
-    writes the launcher users get.
+    The bench's venv is a lasting one (bench/run.py puts it under the account's home), so
+    `install` writes the launcher users get.
     """
     extra = ["--extension-id", extension_id] if extension_id else []
     _run([str(host), "install", "--user-data-dir", str(profile), *extra], env)

@@ -18,7 +18,6 @@ import argparse
 import json
 import os
 import platform
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -33,6 +32,7 @@ from bench import builds, processes
 from bench.builds import Variant
 from bench.stats import Summary, Target, paired_ratios, row, summarize
 from native_host.devcore import DevCore, DevCoreSettings
+from tests.support.checkout import permanent_directory
 
 TARGETS = {
     "start_vs_echo": Target(1.25, "x"),
@@ -406,14 +406,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     report = Report(len(bundles))
     results: dict[str, Any] = {"meta": meta(runs, mode, counts)}
     print_header(results["meta"])
-    lasting = builds.REPO / "build" / f"bench-venv-{os.getpid()}"
-    with tempfile.TemporaryDirectory(prefix="pedelec-bench-") as temp:
+    with (
+        tempfile.TemporaryDirectory(prefix="pedelec-bench-") as temp,
+        permanent_directory() as lasting,
+    ):
         root = Path(temp)
-        try:
-            venv, build_s = builds.build_wheel_venv(root / "build", lasting)
-        except BaseException:
-            shutil.rmtree(lasting, ignore_errors=True)
-            raise
+        venv, build_s = builds.build_wheel_venv(root / "build", lasting / "venv")
         print(f"venv: a wheel of this checkout, installed into a fresh venv in {build_s:.1f} s")
         env = processes.user_env(os.environ, root / "world")
         home = processes.pedelec_home(env)
@@ -428,7 +426,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                 results["events"] = floods(report, variants, env, core, runs, counts)
         if "5" in args.only:
             results["sizes"] = sizes(report, venv, bundles)
-        shutil.rmtree(lasting, ignore_errors=True)
     results["figures"] = report.rows
     results["not_measured"] = report.not_measured
     results["meta"]["seconds"] = time.monotonic() - started
