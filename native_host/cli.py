@@ -11,6 +11,7 @@ modules (argparse, pydantic, difflib for suggestions) are imported once a comman
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 from collections.abc import Sequence
@@ -119,6 +120,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Relay when the browser runs the host; dispatch a command; refuse anything else."""
     args = list(sys.argv[1:] if argv is None else argv)
     if started_by_browser(args, os.isatty(0)):
+        # No garbage collection while the relay's modules load: they allocate thousands
+        # of objects that live as long as the process and are never garbage. run_relay
+        # freezes them out of every later collection and turns collection back on.
+        gc.disable()
         from native_host.relay import run_relay
 
         return run_relay(args)

@@ -11,6 +11,7 @@ pins the list): the policy, the subscriptions and the launch code load on first 
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 import threading
@@ -276,6 +277,8 @@ def run_relay(argv: Sequence[str], env: Mapping[str, str] = os.environ) -> int:
         return _exit(_refuse_extension(outbox, extension))
     relay = Relay(config, env, outbox)
     relay_box.append(relay)
+    gc.freeze()  # start-up's objects are permanent: later collections skip them
+    gc.enable()
     status = relay.serve(sys.stdin.buffer)
     relay.shutdown()
     return _exit(status)

@@ -393,7 +393,7 @@ def test_windows_install_sets_keys_to_one_manifest(
     site = "/opt/venvs/pedelec/lib/python3.11/site-packages"  # kept_interpreter's
     assert launcher.read_bytes() == (
         b'@"C:\\Program Files\\Python 3.11 (100%%)\\python.exe" -I -S -c '
-        b"\"import sys; sys.path[:0] = ['" + site.encode() + b"']; "
+        b"\"import sys; sys.path += ['" + site.encode() + b"']; "
         b'from native_host.cli import main; sys.exit(main())" %*\r\n'
     )
     assert installer.launcher_interpreter(launcher.read_text()) == (

@@ -53,7 +53,7 @@ RELAY_MODULES = frozenset(
         *("threading", "_weakrefset", "struct", "_struct", "fcntl", "stat", "_stat"),
         *("os", "posixpath", "genericpath", "collections.abc", "_collections_abc"),
         *("importlib", "importlib._bootstrap", "importlib._bootstrap_external"),
-        *("importlib.machinery", "zipimport", "time", "atexit", "__future__"),
+        *("importlib.machinery", "zipimport", "time", "atexit", "__future__", "gc"),
         # `python -m` itself: runpy and what it loads
         *("runpy", "importlib.util", "importlib._abc", "contextlib", "warnings"),
     }

@@ -20,6 +20,14 @@ TWO_KINDS = (
 )
 
 
+@pytest.fixture(autouse=True)
+def only_our_plugin(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The inner runs load the markers plugin and nothing else installed in this
+    environment (pytest-benchmark, for one, starts `git` at session start, which a unit
+    module is not allowed to do)."""
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+
+
 @pytest.fixture
 def inner(pytester: pytest.Pytester) -> pytest.Pytester:
     """A tiny suite with the markers plugin: one marked module, one without a kind."""

@@ -46,13 +46,15 @@ def launcher_text(os_name: Os, python: str, import_paths: Sequence[str] = ()) ->
     Chrome starts the host for every burst of page activity, so the launcher skips what a
     start does not need: `-c` rather than `-m` (runpy and its imports, about 2 ms), and,
     when `import_paths` says where the package and its dependencies live (a lasting
-    install in site directories), `-S` with those paths instead of `site` (about 1 ms).
+    install in site directories), `-S` with those paths instead of `site` (about 1 ms),
+    after the standard library's, as `site` would put them (every stdlib import would
+    otherwise look in them first).
     """
     options = " ".join(INTERPRETER_OPTIONS) + (" -S" if import_paths else "")
     entry = ENTRY
     if import_paths:
         rest = ENTRY.removeprefix("import sys; ")
-        entry = f"import sys; sys.path[:0] = {list(import_paths)!r}; {rest}"
+        entry = f"import sys; sys.path += {list(import_paths)!r}; {rest}"
     if os_name is Os.WIN32:
         # In a batch file `%` must be doubled; a Windows path cannot contain `"`.
         code = entry.replace("%", "%%")
