@@ -171,13 +171,13 @@ class Admission:
     At most `max_requests` timed and `max_untimed` untimed requests run (each holds a
     thread and a Core connection), holding at most `max_bytes` frame bytes; host-local
     requests (a ping, the origin policy) have `LOCAL_PLACES` of their own, so they never
-    wait behind slow Core requests. A request
-    that finds no place waits in a queue that holds no thread: at most `max_queued`
-    requests and `max_queued_bytes` bytes, of which one origin holds at most half. A
-    freed place goes to the next origin in turn (round-robin, FIFO within an origin), so
-    a page waiting behind another page's flood starts at the next place that frees. Only
-    a full queue is refused (HOST_BUSY, `details.reason` names the bound); a request
-    whose deadline passes while it waits is answered with its timeout error.
+    wait behind slow Core requests. A request that finds no place waits in a queue that
+    holds no thread: at most `max_queued` requests and `max_queued_bytes` bytes, of which
+    one origin holds at most half. A freed place goes to the next origin in turn
+    (round-robin, FIFO within an origin), so a page waiting behind another page's flood
+    starts at the next place that frees. Only a full queue is refused (HOST_BUSY,
+    `details.reason` names the bound); a request whose deadline passes while it waits is
+    answered with its timeout error.
     """
 
     def __init__(
@@ -214,7 +214,7 @@ class Admission:
         if the queue has no room for it (nothing is kept then)."""
         with self._lock:
             lane = self._lane(ticket)
-            if not lane.waiting and lane.running < lane.limit and self._fits(ticket.size):
+            if not lane.waiting and lane.running < lane.limit and self._fits(ticket):
                 self._take(lane, ticket)
                 ready = True
             else:
@@ -230,17 +230,19 @@ class Admission:
             return self._local
         return self._untimed if ticket.untimed else self._timed
 
-    def _fits(self, size: int) -> bool:
-        return not self.bytes or self.bytes + size <= self.max_bytes
+    def _fits(self, ticket: Ticket) -> bool:
+        """Room in the running bytes (host-local frames, at most 1 MiB each, hold none)."""
+        return ticket.local or not self.bytes or self.bytes + ticket.size <= self.max_bytes
 
     def _take(self, lane: _Lane, ticket: Ticket) -> None:
+        held = 0 if ticket.local else ticket.size
         lane.running += 1
-        self.bytes += ticket.size
+        self.bytes += held
 
         def release() -> None:
             with self._lock:
                 lane.running -= 1
-                self.bytes -= ticket.size
+                self.bytes -= held
             self._dispatch()
 
         ticket.attempt = Attempt(release, ticket.admitted)
@@ -264,6 +266,9 @@ class Admission:
             self._watch()
             self._serial += 1
             entry = (ticket.deadline, self._serial, ticket)
+            if len(self._deadlines) > 2 * self.queued + 1024:  # drop the started ones
+                self._deadlines = [e for e in self._deadlines if e[2].queued]
+                heapq.heapify(self._deadlines)
             heapq.heappush(self._deadlines, entry)
             if self._deadlines[0] is entry:
                 self._changed.notify()
@@ -294,7 +299,7 @@ class Admission:
         for lane in (self._local, self._timed, self._untimed):
             while lane.running < lane.limit:
                 head = lane.head()
-                if head is None or not self._fits(head.size):
+                if head is None or not self._fits(head):
                     break
                 lane.pop()
                 self._unqueue(head)

@@ -32,9 +32,8 @@ class Recorder:
             self.expired[name] = error
             self.changed.set()
 
-        return Ticket(
-            size, origin, kwargs.pop("timeout_ms", 60_000), "await_core_response", start, expire
-        )
+        timeout_ms = kwargs.pop("timeout_ms", 60_000)
+        return Ticket(size, origin, timeout_ms, "await_core_response", start, expire, **kwargs)
 
     def finish(self, name: str) -> None:
         self.attempts[name].release()
@@ -87,6 +86,14 @@ def test_untimed_requests_have_their_own_places_and_queue() -> None:
     assert calls.started == ["pick0", "t0"]
     calls.finish("pick0")
     assert calls.started == ["pick0", "t0", "pick1"]
+
+
+def test_host_local_requests_never_wait_behind_core_requests() -> None:
+    gate, calls = admission(max_requests=1, max_bytes=100), Recorder()
+    gate.admit(calls.ticket("slow", size=100))
+    gate.admit(calls.ticket("queued"))
+    gate.admit(calls.ticket("ping", size=10, local=True))
+    assert calls.started == ["slow", "ping"]
 
 
 def test_a_head_too_big_for_the_bytes_left_waits_and_nothing_overtakes_it() -> None:
