@@ -60,6 +60,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("maxInFlightRequests", "max_in_flight_requests", 64, 32, 4096),
     Setting("maxUntimedRequests", "max_untimed_requests", 8, 1, 256),
     Setting("maxInFlightBytes", "max_in_flight_bytes", 33_554_432, 1_048_576, 1_073_741_824),
+    Setting("maxQueuedRequests", "max_queued_requests", 4096, 0, 65_536),
+    Setting("maxQueuedBytes", "max_queued_bytes", 33_554_432, 0, 1_073_741_824),
     Setting("maxSubscriptions", "max_subscriptions", 256, 1, 4096),
     Setting("checkRuntimePid", "check_runtime_pid", True),
     Setting("logLevel", "log_level", "info", env="PEDELEC_NATIVE_HOST_LOG"),
@@ -82,6 +84,8 @@ class HostConfig:
     max_in_flight_requests: int
     max_untimed_requests: int
     max_in_flight_bytes: int
+    max_queued_requests: int
+    max_queued_bytes: int
     max_subscriptions: int
     check_runtime_pid: bool
     log_level: str

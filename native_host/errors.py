@@ -103,11 +103,16 @@ MSG_POLICY_NOT_READ = "origin policy could not be read"
 MSG_HOST_BUSY = "native host has too much in flight; retry when earlier requests finish"
 MSG_RESOURCES_EXHAUSTED = "native host is out of file descriptors"
 
-# --- why a cap refused a request (`details.reason` of HOST_BUSY) -------------
-BUSY_REQUESTS = "in_flight_requests"
-BUSY_UNTIMED = "untimed_requests"
-BUSY_BYTES = "in_flight_bytes"
+# --- which bound refused a request (`details.reason` of HOST_BUSY) -----------
 BUSY_SUBSCRIPTIONS = "subscriptions"
+BUSY_QUEUED_REQUESTS = "queued_requests"
+BUSY_QUEUED_BYTES = "queued_bytes"
+BUSY_ORIGIN_QUEUED_REQUESTS = "origin_queued_requests"
+BUSY_ORIGIN_QUEUED_BYTES = "origin_queued_bytes"
+NOTE_SUBSCRIPTIONS_NOT_QUEUED = (
+    "a live subscription holds its place until it ends, so subscribes over the cap are "
+    "refused, never queued"
+)
 
 
 class HostError(Exception):
@@ -139,6 +144,15 @@ def resources_exhausted(stage: str, error: str) -> HostError:
     return HostError(HOST_RESOURCES_EXHAUSTED, MSG_RESOURCES_EXHAUSTED, stage, error=error)
 
 
-def host_busy(reason: str, limit: int) -> HostError:
-    """A cap was hit: answered at once, nothing queued (docs/security.md)."""
-    return HostError(HOST_BUSY, MSG_HOST_BUSY, STAGE_ADMIT_REQUEST, reason=reason, limit=limit)
+def host_busy(reason: str, limit: int, **details: Any) -> HostError:
+    """The queue (or the subscription cap) is full: answered at once (docs/security.md)."""
+    return HostError(
+        HOST_BUSY, MSG_HOST_BUSY, STAGE_ADMIT_REQUEST, reason=reason, limit=limit, **details
+    )
+
+
+def response_timed_out(stage: str, timeout_ms: int | None, **details: Any) -> HostError:
+    """The request's response timeout (spec 7.3), counted from its admission, ran out."""
+    return HostError(
+        IPC_UNAVAILABLE, MSG_RESPONSE_TIMED_OUT, stage, timeoutMs=timeout_ms, **details
+    )

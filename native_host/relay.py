@@ -1,8 +1,9 @@
 """The stdio relay: what Chrome runs on every `connectNative` (spec 1, 7).
 
 The main thread only reads frames, validates them and admits them under the caps; every
-admitted request runs on its own thread, so a slow Core call, a launch or a subscription
-setup never delays another request (spec 7.1). The Core is reached only through the
+request that gets a running place runs on its own thread (one waiting in the queue holds
+none), so a slow Core call, a launch or a subscription setup never delays the reading of
+another request (spec 7.1). The Core is reached only through the
 gateway and the browser only through the outbox.
 
 What a relay start imports before answering a ping is kept short on purpose (a test
@@ -11,6 +12,7 @@ pins the list): the policy, the subscriptions and the launch code load on first 
 
 from __future__ import annotations
 
+import functools
 import gc
 import os
 import sys
@@ -20,7 +22,7 @@ from native_host import __version__, codec, errors, logs, messages
 from native_host.config import load_config
 from native_host.errors import HostError
 from native_host.framing import FrameWriter, OversizeFrame, claim_stdout, read_frame
-from native_host.gateway import CoreGateway
+from native_host.gateway import CoreGateway, Ticket
 from native_host.messages import NativeRequest
 from native_host.outbox import Outbox
 
@@ -140,23 +142,39 @@ class Relay:
             origin = self._check_origin(request)
             if kind == "subscribe_thread":
                 messages.check_subscribe_fields(request.message)
-            attempt = self.gateway.admit(len(body), self._untimed(request))
+                target = self.subscriptions.subscribe
+            elif kind in messages.HOST_LOCAL_TYPES:
+                target = self._answer_host_local
+            else:
+                target = self._relay_request
+            stage = (
+                errors.STAGE_SUBSCRIBE
+                if kind == "subscribe_thread"
+                else errors.STAGE_AWAIT_CORE_RESPONSE
+            )
+            self.gateway.admit(
+                Ticket(
+                    len(body),
+                    origin,
+                    self._timeout_ms(request),
+                    stage,
+                    functools.partial(self._spawn, target, request, origin),
+                    functools.partial(self.outbox.fail, request.request_id, kind),
+                    local=kind in messages.HOST_LOCAL_TYPES,
+                )
+            )
         except HostError as error:
             self.outbox.fail(request_id, kind, error)
-            return
-        if kind in messages.HOST_LOCAL_TYPES:
-            self._spawn(self._answer_host_local, request, origin, attempt)
-        elif kind == "subscribe_thread":
-            self._spawn(self.subscriptions.subscribe, request, origin, attempt)
-        else:
-            self._spawn(self._relay_request, request, origin, attempt)
 
-    def _untimed(self, request: NativeRequest) -> bool:
-        """A request the host waits on without a timeout (a folder picker, spec 9.5)."""
-        if request.type != "open_workspace":
-            return False
+    def _timeout_ms(self, request: NativeRequest) -> int | None:
+        """The request's response timeout, None for one the host waits on without a
+        timeout (a folder picker, spec 9.5); a host-local request gets the default, as
+        the longest it may wait for a place."""
+        default_ms = self.config.core_response_timeout_ms
+        if request.type in messages.HOST_LOCAL_TYPES or request.type == "subscribe_thread":
+            return default_ms
         payload = messages.core_payload(request.type, request.message)
-        return messages.response_timeout_ms(request.type, payload, 1) is None
+        return messages.response_timeout_ms(request.type, payload, default_ms)
 
     def _check_origin(self, request: NativeRequest) -> str | None:
         """Spec 1.4 step 4 / 7.11 (b, c): the normalised origin, or None when absent."""
@@ -176,6 +194,7 @@ class Relay:
         origin: str | None,
         attempt: Attempt,
     ) -> None:
+        """Run an admitted request on its own thread (called when it gets its place)."""
         try:
             threading.Thread(
                 target=self._guarded, args=(target, request, origin, attempt), daemon=True

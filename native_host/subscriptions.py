@@ -94,7 +94,11 @@ class Subscriptions:
                 if sub is None:
                     limit = self.gateway.config.max_subscriptions
                     if len(self._table) >= limit:
-                        raise errors.host_busy(errors.BUSY_SUBSCRIPTIONS, limit)
+                        raise errors.host_busy(
+                            errors.BUSY_SUBSCRIPTIONS,
+                            limit,
+                            note=errors.NOTE_SUBSCRIPTIONS_NOT_QUEUED,
+                        )
                     sub = self._table[key] = Subscription(key, thread_id)
             if owner:
                 self._own_setup(sub, request, origin, attempt)

@@ -19,7 +19,7 @@ import pytest
 from native_host.config import HostConfig
 from native_host.devcore import DevCore, DevCoreSettings, Faults
 from native_host.framing import FrameWriter
-from native_host.gateway import CoreGateway
+from native_host.gateway import Attempt, CoreGateway
 from native_host.messages import NativeRequest
 from native_host.outbox import Outbox
 from native_host.subscriptions import Subscriptions
@@ -45,7 +45,7 @@ class Rig:
 
     def create_thread(self) -> str:
         response = self.gateway.request(
-            self.gateway.admit(0),
+            Attempt(),
             {"requestId": "c", "type": "create_thread", "payload": {"provider": "codex"}},
             5000,
         )
@@ -60,7 +60,7 @@ class Rig:
             {"type": "subscribe_thread", "requestId": request_id, "threadId": thread_id},
             False,
         )
-        attempt = self.gateway.admit(100)
+        attempt = Attempt()
         thread = threading.Thread(
             target=self.subscriptions.subscribe, args=(request, None, attempt), daemon=True
         )
@@ -145,7 +145,7 @@ def test_new_keys_over_the_cap_are_refused_at_once_and_duplicates_still_served(r
         "over", "subscribe_thread", {"threadId": threads[2], "requestId": "over"}, False
     )
     try:
-        rig.subscriptions.subscribe(request, None, rig.gateway.admit(10))
+        rig.subscriptions.subscribe(request, None, Attempt())
     except Exception as exc:
         refused.append(exc)
     assert [getattr(e, "code", None) for e in refused] == ["HOST_BUSY"]

@@ -49,11 +49,12 @@ def e2e(chromium: str | None, tmp_path_factory: pytest.TempPathFactory) -> Itera
 
 
 @pytest.fixture
-def run_page(e2e: E2EWorld) -> Iterator[Callable[[str], E2EWorld]]:
-    """Start the browser on a scenario; afterwards kill it and check no host outlives it."""
+def run_page(e2e: E2EWorld) -> Iterator[Callable[..., E2EWorld]]:
+    """Start the browser on a scenario (with extra page parameters); afterwards kill it and
+    check no host outlives it."""
 
-    def start(scenario: str) -> E2EWorld:
-        e2e.start_browser(scenario)
+    def start(scenario: str, **extra: str) -> E2EWorld:
+        e2e.start_browser(scenario, **extra)
         return e2e
 
     yield start

@@ -196,9 +196,10 @@ class PageServer:
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
 
-    def url(self, scenario: str) -> str:
-        """The page URL that runs `scenario` through the test extension."""
-        query = urlencode({"scenario": scenario, "ext": EXTENSION_ID, "report": self.port})
+    def url(self, scenario: str, **extra: str) -> str:
+        """The page URL that runs `scenario` (with `extra` parameters) through the test
+        extension."""
+        query = urlencode({"scenario": scenario, "ext": EXTENSION_ID, "report": self.port, **extra})
         return f"{self.origin}/?{query}"
 
     def close(self) -> None:

@@ -14,13 +14,14 @@ from typing import Any
 
 import pytest
 
+from native_host.devcore import Faults
 from native_host.framing import MAX_FRAME_BYTES
 from tests.e2e import harness
 from tests.e2e.world import E2EWorld
 
 pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("chromium")]  # one world per module
 
-RunPage = Callable[[str], E2EWorld]
+RunPage = Callable[..., E2EWorld]
 
 
 def _ok(report: dict[str, Any]) -> Any:
@@ -192,3 +193,40 @@ def test_second_connect_native_starts_a_fresh_host(run_page: RunPage) -> None:
         f"expected only host {second} running, found {harness.host_pids(world.state_dir)}"
     )
     assert harness.wait_until(lambda: world.host_exit_status(first) == 0)
+
+
+def test_twenty_tabs_share_one_host_and_every_slow_request_is_answered(
+    e2e: E2EWorld, run_page: RunPage
+) -> None:
+    """20 tabs on one native port (as the real extension 0.4.6 keeps it) each fire 5
+    list_providers at once while the Core takes 2 s for each: 100 requests for 64 running
+    places, all answered ok by the one host process (none refused as HOST_BUSY)."""
+    tabs, burst = 20, 5
+    before = e2e.core.faults
+    e2e.core.faults = Faults(delay_ms={"list_providers": 2000})
+    try:
+        world = run_page("tabs", tabs=str(tabs), burst=str(burst))
+        world.step("opened")
+
+        def bursts() -> list[dict[str, Any]]:
+            return [
+                r
+                for r in world.page.reports.all()
+                if r.get("from") == "page" and r.get("step") in ("burst", "failed")
+            ]
+
+        done = harness.wait_until(lambda: len(bursts()) >= tabs, timeout=120)
+        assert done, f"{len(bursts())} of {tabs} tabs reported\n{world.diagnostics()}"
+    finally:
+        e2e.core.faults = before
+    reports = bursts()
+    assert [r for r in reports if r["step"] == "failed"] == []
+    assert sorted(r["tab"] for r in reports) == list(range(tabs))
+    responses = [response for r in reports for response in r["responses"]]
+    assert len(responses) == tabs * burst
+    refused = [r["error"] for r in responses if not r["ok"]]
+    assert refused == [], refused[:3]
+    assert len({r["requestId"] for r in responses}) == tabs * burst
+    assert len(world.host_starts()) == 1, world.host_starts()
+    reached = {r.request_id for r in world.core.requests("list_providers")}
+    assert {r["requestId"] for r in responses} <= reached

@@ -74,7 +74,7 @@ class E2EWorld:
         assert self.server is not None
         return self.server
 
-    def start_browser(self, scenario: str) -> Browser:
+    def start_browser(self, scenario: str, **extra: str) -> Browser:
         """Start Chromium on the page that runs `scenario`; reports start empty."""
         if self.chromium is None:
             pytest.fail(MISSING_IN_CI, pytrace=False)
@@ -83,7 +83,7 @@ class E2EWorld:
         self.page.reports.clear()
         self._starts_before = len(harness.host_log(self.log_dir)[0])
         command = harness.chromium_command(
-            self.chromium, self.user_data_dir, self.page.url(scenario)
+            self.chromium, self.user_data_dir, self.page.url(scenario, **extra)
         )
         log_path = self.root / f"chromium-{self.runs}-{scenario}.log"
         self.browser = Browser(command, self.env, log_path)

@@ -23,6 +23,34 @@ function report(port, data) {
   fetch(`http://127.0.0.1:${port}/report`, { method: "POST", body }).catch(() => {});
 }
 
+// The one native port all pages share after "connect_shared", as the real extension (0.4.6)
+// keeps one port, and so one host process, for all its pages.
+let shared = null;
+const sharedPending = new Map(); // native requestId -> answer(fields) to its page's op
+
+function sharedPort(reportPort) {
+  if (shared) return shared;
+  const port = chrome.runtime.connectNative(HOST);
+  port.onMessage.addListener((message) => {
+    const bytes = new TextEncoder().encode(JSON.stringify(message)).length;
+    report(reportPort, { event: "native_message", bytes, message: shorten(message), shared: true });
+    if (message.type === "response" && sharedPending.has(message.requestId)) {
+      sharedPending.get(message.requestId)({ response: message });
+      sharedPending.delete(message.requestId);
+    }
+  });
+  port.onDisconnect.addListener(() => {
+    const error = chrome.runtime.lastError ? chrome.runtime.lastError.message : null;
+    report(reportPort, { event: "native_disconnect", error, shared: true });
+    for (const answer of sharedPending.values()) answer({ error: `native port closed: ${error}` });
+    sharedPending.clear();
+    if (shared === port) shared = null;
+  });
+  shared = port;
+  report(reportPort, { event: "native_connect", shared: true });
+  return port;
+}
+
 chrome.runtime.onConnectExternal.addListener((page) => {
   const origin = page.sender.origin; // e.g. "http://localhost:8123"
   let native = null;
@@ -62,6 +90,15 @@ chrome.runtime.onConnectExternal.addListener((page) => {
       native = connect();
       report(reportPort, { event: "native_connect" });
       reply(op.id);
+    } else if (op.op === "connect_shared") {
+      native = sharedPort(reportPort);
+      reply(op.id);
+    } else if (op.op === "open_tabs") {
+      // Pages cannot open tabs without a user gesture; the extension can.
+      Promise.all(op.urls.map((url) => chrome.tabs.create({ url, active: false }))).then(
+        () => reply(op.id),
+        (error) => reply(op.id, { error: String(error) }),
+      );
     } else if (op.op === "disconnect") {
       if (native) native.disconnect(); // no onDisconnect fires for our own disconnect
       native = null;
@@ -73,7 +110,8 @@ chrome.runtime.onConnectExternal.addListener((page) => {
       const requestId = `ext_${Date.now()}_${++counter}`;
       const message = { ...op.payload, type: op.type, requestId };
       if (!WITHOUT_ORIGIN.has(op.type)) message.callerOrigin = origin;
-      pending.set(requestId, op.id);
+      if (native === shared) sharedPending.set(requestId, (fields) => reply(op.id, fields));
+      else pending.set(requestId, op.id);
       report(reportPort, { event: "native_request", message: shorten(message) });
       native.postMessage(message);
     } else {
@@ -82,7 +120,7 @@ chrome.runtime.onConnectExternal.addListener((page) => {
   });
 
   page.onDisconnect.addListener(() => {
-    if (native) native.disconnect();
+    if (native && native !== shared) native.disconnect(); // the shared port serves others
     native = null;
   });
 });

@@ -92,6 +92,10 @@ class Extension {
     return this.call({ op: "connect" });
   }
 
+  connectShared() {
+    return this.call({ op: "connect_shared" });
+  }
+
   disconnectNative() {
     return this.call({ op: "disconnect" });
   }
@@ -193,6 +197,30 @@ const scenarios = {
     await report("ping", { response: await ext.request("ping") });
     await ext.disconnectNative();
     await report("disconnected");
+  },
+
+  // Opens TABS more tabs of the "burst" scenario; they all share one native port.
+  async tabs(ext) {
+    const count = Number(params.get("tabs"));
+    const urls = [];
+    for (let tab = 0; tab < count; tab++) {
+      const query = new URLSearchParams({ scenario: "burst", ext: EXT_ID, report: REPORT_PORT });
+      query.set("tab", String(tab));
+      query.set("burst", params.get("burst"));
+      urls.push(`${location.origin}/?${query}`);
+    }
+    await ext.call({ op: "open_tabs", urls });
+    await report("opened", { count });
+  },
+
+  // One tab of "tabs": BURST requests at once on the shared native port, reported together.
+  async burst(ext) {
+    await ext.connectShared();
+    const count = Number(params.get("burst"));
+    const responses = await Promise.all(
+      Array.from({ length: count }, () => ext.request("list_providers")),
+    );
+    await report("burst", { tab: Number(params.get("tab")), responses });
   },
 
   // Ends with the second native port open; the test then looks at the host processes.
