@@ -8,7 +8,7 @@ import pytest
 
 from native_host import OFFICIAL_EXTENSION_ID
 from native_host.install import locations as loc
-from native_host.install.locations import RegistryKey, Scope
+from native_host.install.locations import RegistryKey, RegistryView, Scope
 
 pytestmark = pytest.mark.unit
 
@@ -184,16 +184,19 @@ def test_windows_localappdata_defaults_under_home() -> None:
     assert str(target.manifest_path).startswith(r"C:\Users\ann\AppData\Local\pedelec-native-host")
 
 
-def test_windows_lookup_order_edge_reads_edge_then_chromium_then_chrome() -> None:
+def test_windows_lookup_order_is_hive_then_32_then_64_bit_view_then_vendor() -> None:
+    """Chromium's FindManifest: HKCU then HKLM; in each, the 32-bit view, then the 64-bit
+    one; in each view, Edge's key, then Chromium's, then Chrome's."""
     order = loc.lookup_order("win32", WIN_ENV, WIN_HOME, "edge")
-    assert [str(t.registry_key) for t in order] == [
-        f"HKCU\\Software\\Microsoft\\Edge\\{KEY_TAIL}",
-        f"HKCU\\Software\\Chromium\\{KEY_TAIL}",
-        f"HKCU\\Software\\Google\\Chrome\\{KEY_TAIL}",
-        f"HKLM\\Software\\Microsoft\\Edge\\{KEY_TAIL}",
-        f"HKLM\\Software\\Chromium\\{KEY_TAIL}",
-        f"HKLM\\Software\\Google\\Chrome\\{KEY_TAIL}",
+    vendors = [r"Software\Microsoft\Edge", r"Software\Chromium", r"Software\Google\Chrome"]
+    assert [t.registry_key for t in order] == [
+        RegistryKey(hive, f"{vendor}\\{KEY_TAIL}", view)
+        for hive in ("HKCU", "HKLM")
+        for view in (RegistryView.WOW64_32, RegistryView.WOW64_64)
+        for vendor in vendors
     ]
+    assert str(order[0].registry_key) == f"HKCU\\{vendors[0]}\\{KEY_TAIL} (32-bit view)"
+    assert [t.scope for t in order] == [Scope.USER] * 6 + [Scope.SYSTEM] * 6
 
 
 def test_posix_lookup_order_is_user_then_system() -> None:

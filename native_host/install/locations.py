@@ -236,16 +236,38 @@ TABLE: tuple[BrowserRow, ...] = (
 )  # fmt: skip
 
 
+class RegistryView(StrEnum):
+    """Which of 64-bit Windows' two registry views a key is read in (`KEY_WOW64_*`)."""
+
+    WOW64_32 = "32"
+    WOW64_64 = "64"
+
+
+REGISTRY_VIEWS = (RegistryView.WOW64_32, RegistryView.WOW64_64)
+"""The order Chromium reads them in, per hive: "First check 32-bit registry and then try
+64-bit" (chrome/browser/extensions/api/messaging/launch_context_win.cc, GetManifestPath)."""
+
+
 @dataclass(frozen=True)
 class RegistryKey:
-    """A key whose default REG_SZ value is the manifest path."""
+    """A key whose default REG_SZ value is the manifest path, in one registry view.
+
+    Install writes the 64-bit view; HKCU\\Software is one key in both views, HKLM\\SOFTWARE
+    is two (the 32-bit one is `WOW6432Node`), so a 32-bit value there shadows ours.
+    """
 
     hive: str
     """`HKCU` or `HKLM`."""
     path: str
+    view: RegistryView = RegistryView.WOW64_64
+
+    def in_view(self, view: RegistryView) -> RegistryKey:
+        """The same key read in another view."""
+        return RegistryKey(self.hive, self.path, view)
 
     def __str__(self) -> str:
-        return f"{self.hive}\\{self.path}"
+        suffix = " (32-bit view)" if self.view is RegistryView.WOW64_32 else ""
+        return f"{self.hive}\\{self.path}{suffix}"
 
 
 @dataclass(frozen=True)
@@ -403,8 +425,9 @@ def targets(
 def lookup_order(platform: str, env: Mapping[str, str], home: PurePath, name: str) -> list[Target]:
     """Where one browser looks, in the order it looks: user level, then system level.
 
-    On Windows: each vendor key the browser reads, HKCU before HKLM; the manifest path
-    is whatever the key's value says, so `manifest_path` is only the installer's default.
+    On Windows, as Chromium's FindManifest: HKCU before HKLM, in each the 32-bit view
+    before the 64-bit one, in each view every vendor key the browser reads; the manifest
+    path is whatever the key's value says, so `manifest_path` is only the installer's default.
     """
     (row,) = select_rows(platform, [name])
     os_name = normalize_platform(platform)
@@ -420,10 +443,11 @@ def lookup_order(platform: str, env: Mapping[str, str], home: PurePath, name: st
             scope,
             windows_manifest_path(env, home, scope),
             user_data,
-            RegistryKey(hive, registry_key_path(vendor)),
+            RegistryKey(hive, registry_key_path(vendor), view),
             row.note,
         )
         for scope, hive in ((Scope.USER, "HKCU"), (Scope.SYSTEM, "HKLM"))
+        for view in REGISTRY_VIEWS
         for vendor in row.registry_lookup
     ]
 
