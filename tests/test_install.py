@@ -485,6 +485,32 @@ def test_windows_hklm_install_takes_over_a_shadowing_32_bit_key_and_uninstall_re
     assert registry.values == {chrome32: stale}
 
 
+@pytest.mark.parametrize(("platform", "rewritten"), [("win32", False), ("linux", True)])
+def test_reinstall_with_other_mode_bits_is_unchanged_only_where_modes_mean_nothing(
+    tmp_path: Path, env: dict[str, str], platform: str, rewritten: bool
+) -> None:
+    """Windows reports 0o666 for every writable file whatever install asked for: an
+    unchanged install must say "unchanged" there, and still repair a chmod on POSIX."""
+    win_env = dict(env, LOCALAPPDATA=str(tmp_path / "local"), PROGRAMDATA=str(tmp_path / "pd"))
+    (tmp_path / "local" / "Google" / "Chrome" / "User Data").mkdir(parents=True)
+    (Path(env["HOME"]) / ".config" / "google-chrome").mkdir(parents=True)
+    ctx, out = make_env(platform, win_env, PurePath(env["HOME"]))
+    plan = installer.install(installer.InstallOptions(browsers=("chrome",)), ctx)
+    written = [w.path for w in plan.manifests] + ([plan.launcher.path] if plan.launcher else [])
+    assert len(written) == 2
+    for path in written:
+        path.chmod(0o666)  # what st_mode reads on Windows
+    out.seek(0)
+    out.truncate()
+    installer.install(installer.InstallOptions(browsers=("chrome",)), ctx)
+    lines = [
+        line for line in out.getvalue().splitlines() if "manifest" in line or "launcher" in line
+    ]
+    assert len(lines) == 2, out.getvalue()
+    verb = "wrote" if rewritten else "unchanged"
+    assert all(line.startswith(verb) for line in lines), out.getvalue()
+
+
 def test_windows_rejects_user_data_dir(
     tmp_path: Path, windows: tuple[dict[str, str], FakeRegistry]
 ) -> None:

@@ -23,6 +23,7 @@ from native_host.install.contents import (
 )
 from native_host.install.locations import RegistryView, Scope
 from native_host.install.plan import (
+    MODES_KEPT,
     SYSTEM_DIR_MODE,
     ConfigWrite,
     Environment,
@@ -136,7 +137,9 @@ def _apply_file(
     current = read_bytes(write.path)
     entry = record.file(write.path)
     label = f"{write.role} {write.path}{_browsers(write.browsers)}"
-    same_mode = current is not None and (write.path.stat().st_mode & 0o7777) == write.mode
+    same_mode = current is not None and (
+        not MODES_KEPT[ctx.os] or (write.path.stat().st_mode & 0o7777) == write.mode
+    )
     if current == write.data and same_mode:
         say("unchanged", label)
     else:
