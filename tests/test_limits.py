@@ -15,9 +15,13 @@ from typing import Any
 import pytest
 
 from native_host.errors import MSG_INTERNAL
+from tests.support.markers import needs_os
 from tests.support.world import HostWorld
 
-pytestmark = pytest.mark.process
+pytestmark = [
+    pytest.mark.process,
+    needs_os("linux", reason="threads and descriptors are counted through /proc"),
+]
 
 APP = "https://app.example.com"
 

@@ -9,6 +9,8 @@ import sys
 
 import pytest
 
+from tests.support.markers import FORBID_SKIPS_ENV, OS_NAMES, needs_os
+
 pytestmark = pytest.mark.unit
 
 INNER_CONFTEST = 'pytest_plugins = ["tests.support.markers"]\n'
@@ -64,3 +66,64 @@ def test_a_unit_test_cannot_start_a_process() -> None:
         subprocess.run([sys.executable, "-c", "pass"], check=False)
     with pytest.raises(AssertionError, match="mark its module `process`"):
         os.system("true")
+
+
+# --- tests that need a real operating system ------------------------------------------
+ELSEWHERE = next(name for name in OS_NAMES if name != sys.platform)
+OS_BOUND = f"""
+import pytest
+from tests.support.markers import needs_os
+
+pytestmark = pytest.mark.unit
+
+
+@needs_os({ELSEWHERE!r}, reason="its registry")
+def test_elsewhere():
+    pass
+
+
+@needs_os({sys.platform!r}, "win32", reason="here too")
+def test_here():
+    pass
+"""
+MODULE_BOUND = f"""
+from tests.support.markers import require_os
+
+require_os({ELSEWHERE!r}, reason="imports what only it has")
+import no_such_module_here  # never reached elsewhere
+
+pytestmark = __import__("pytest").mark.unit
+"""
+
+
+def test_an_os_bound_test_skips_elsewhere_saying_what_it_needs(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(INNER_CONFTEST)
+    pytester.makepyfile(test_os_bound=OS_BOUND, test_module_bound=MODULE_BOUND)
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "-rs")
+    result.assert_outcomes(passed=1, skipped=2)
+    needed, here = OS_NAMES[ELSEWHERE], OS_NAMES[sys.platform]
+    result.stdout.fnmatch_lines(
+        [f"*test_os_bound.py*needs {needed} (its registry); this is {here}*"]
+    )
+    result.stdout.fnmatch_lines([f"*needs {needed} (imports what only it has); this is {here}*"])
+
+
+def test_where_skips_are_forbidden_a_skip_fails_with_its_reason(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Linux CI jobs forbid skips: a test or a module that would skip fails instead."""
+    monkeypatch.setenv(FORBID_SKIPS_ENV, "1")
+    pytester.makeconftest(INNER_CONFTEST)
+    pytester.makepyfile(test_os_bound=OS_BOUND)
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, errors=1)  # a skipif mark skips in setup
+    result.stdout.fnmatch_lines(["*forbids skips: needs * (its registry)*"])
+    pytester.makepyfile(test_module_bound=MODULE_BOUND)
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "test_module_bound.py")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*forbids skips: *needs * (imports what only it has)*"])
+
+
+def test_an_unknown_os_name_is_an_error() -> None:
+    with pytest.raises(ValueError, match="unknown operating system"):
+        needs_os("windows", reason="a typo")
