@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from tests.support.markers import FORBID_SKIPS_ENV, OS_NAMES, needs_os
+from tests.support.markers import FORBID_SKIPS_ENV, OS_NAMES, OS_SKIP_TAG, needs_os
 
 pytestmark = pytest.mark.unit
 
@@ -108,20 +108,38 @@ def test_an_os_bound_test_skips_elsewhere_saying_what_it_needs(pytester: pytest.
     result.stdout.fnmatch_lines([f"*needs {needed} (imports what only it has); this is {here}*"])
 
 
-def test_where_skips_are_forbidden_a_skip_fails_with_its_reason(
+MISSING_TOOL = """
+import pytest
+
+pytestmark = pytest.mark.unit
+
+
+def test_needs_a_tool():
+    pytest.skip("no chromium executable on PATH")
+
+
+@pytest.mark.skipif(True, reason="a condition nobody declared")
+def test_marked_away():
+    pass
+"""
+
+
+def test_where_skips_are_forbidden_only_a_skip_for_another_os_stays_a_skip(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The Linux CI jobs forbid skips: a test or a module that would skip fails instead."""
+    """The Linux CI jobs forbid skips: a test that would skip for a missing tool, or for
+    any undeclared reason, fails instead; a test for another system still skips."""
     monkeypatch.setenv(FORBID_SKIPS_ENV, "1")
     pytester.makeconftest(INNER_CONFTEST)
-    pytester.makepyfile(test_os_bound=OS_BOUND)
-    result = pytester.runpytest_inprocess("-p", "no:cacheprovider")
-    result.assert_outcomes(passed=1, errors=1)  # a skipif mark skips in setup
-    result.stdout.fnmatch_lines(["*forbids skips: needs * (its registry)*"])
-    pytester.makepyfile(test_module_bound=MODULE_BOUND)
-    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "test_module_bound.py")
-    result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines(["*forbids skips: *needs * (imports what only it has)*"])
+    pytester.makepyfile(
+        test_missing_tool=MISSING_TOOL, test_os_bound=OS_BOUND, test_module_bound=MODULE_BOUND
+    )
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "-rs")
+    result.assert_outcomes(passed=1, skipped=2, failed=1, errors=1)  # skipif skips in setup
+    result.stdout.fnmatch_lines(["*forbids skips: no chromium executable on PATH*"])
+    result.stdout.fnmatch_lines(["*forbids skips: a condition nobody declared*"])
+    skipped = [line for line in result.stdout.lines if line.startswith("SKIPPED")]
+    assert any(f"{OS_SKIP_TAG} needs " in line and "(its registry)" in line for line in skipped)
 
 
 def test_an_unknown_os_name_is_an_error() -> None:
