@@ -20,10 +20,11 @@ import pytest
 
 from native_host import errors
 from native_host.launch import config, macos, spawn, trust
+from tests.support.markers import POSIX, needs_os
 
 pytestmark = [
     pytest.mark.process,
-    pytest.mark.skipif(os.name != "posix", reason="the fake app and `open` are #! scripts"),
+    needs_os(*POSIX, reason="the fake app and `open` are #! scripts"),
 ]
 
 INFO_PLIST = (Path(__file__).parent / "fixtures" / "macos" / "Info.plist").read_bytes()
