@@ -7,7 +7,6 @@ import contextlib
 import importlib
 import json
 import os
-import pty
 import re
 import signal
 import socket
@@ -21,6 +20,7 @@ import pytest
 
 from native_host import OFFICIAL_EXTENSION_ID, __version__
 from native_host.cli import SUBCOMMANDS, started_by_browser
+from tests.support.markers import POSIX, os_skip_reason
 from tests.support.runtime import write_runtime
 
 pytestmark = pytest.mark.process
@@ -97,6 +97,10 @@ def run_host(
             text=True,
             timeout=timeout,
         )
+    if os.name != "posix":
+        pytest.skip(os_skip_reason(POSIX, "a pseudo-terminal stands in for a person's"))
+    import pty
+
     controller, terminal_end = pty.openpty()
     try:
         return subprocess.run(

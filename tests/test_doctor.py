@@ -21,7 +21,7 @@ from native_host.hostproc import HostProcess
 from native_host.install import doctor as doc
 from native_host.install import installer, interpreter, locations
 from native_host.install.doctor import selftest
-from native_host.install.locations import RegistryKey
+from native_host.install.locations import RegistryKey, RegistryView
 from tests.support.host import host_command
 from tests.support.registry import FakePolicyRegistry, FakeRegistry
 from tests.support.runtime import write_runtime
@@ -756,6 +756,33 @@ def test_runtime_json_the_host_refuses_is_reported_and_never_pinged(
     assert problem["detail"].endswith("runtime.json protocol is not pedelec-core-ipc-v1")
     assert finding(findings, "Core answers ping")["status"] == "fail"
     assert core.requests == []  # nor did doctor
+
+
+def test_windows_reads_the_32_bit_view_before_the_64_bit_one(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    """HKLM\\SOFTWARE has a key per view; Chromium loads the 32-bit one and the 64-bit one
+    is shadowed. HKCU's shared key reads the same in both views: one registration."""
+    ours = write_manifest(tmp_path / "ours", path=str(echo_host(tmp_path / "h")))
+    other = write_manifest(tmp_path / "wow", path=str(echo_host(tmp_path / "h2")))
+    chrome = RegistryKey("HKLM", r"Software\Google\Chrome\NativeMessagingHosts\cc.isaaclin.pedelec")
+    edge = RegistryKey("HKCU", r"Software\Microsoft\Edge\NativeMessagingHosts\cc.isaaclin.pedelec")
+    registry = FakeRegistry(
+        {chrome: str(ours), chrome.in_view(RegistryView.WOW64_32): str(other), edge: str(ours)}
+    )
+    doctor = doc.Doctor(
+        "win32", dict(env, LOCALAPPDATA=str(tmp_path / "local")), PurePath(env["HOME"]),
+        registry_factory=lambda: registry, policy_registry_factory=FakePolicyRegistry,
+    )  # fmt: skip
+    findings = doc.diagnose(doctor, ["chrome", "edge"], [])
+    by_subject = {(f.subject, f.check): f for f in findings}
+    present = by_subject[("chrome", "manifest present")]
+    assert present.status is doc.Status.OK
+    assert present.detail.startswith(f"{chrome} (32-bit view) -> {other}")
+    assert f"{chrome} -> {ours}" in present.detail  # named as shadowed
+    edge_present = by_subject[("edge", "manifest present")].detail
+    assert edge_present.startswith(f"{edge} (32-bit view) -> {ours}")
+    assert edge_present.count(str(edge)) == 1  # not also listed as shadowing itself
 
 
 def test_windows_doctor_sees_the_desktop_take_the_chrome_key_back(

@@ -25,8 +25,9 @@ from native_host import HOST_NAME, OFFICIAL_EXTENSION_ID
 from native_host.devcore import DevCore, DevCoreSettings
 from native_host.hostproc import HostProcess
 from native_host.install import flatpak
+from tests.support.markers import needs_os
 
-pytestmark = pytest.mark.process
+pytestmark = [pytest.mark.process, needs_os("linux", reason="Flatpak browsers exist on Linux only")]
 
 REPO = Path(__file__).resolve().parent.parent
 OFFICIAL = f"chrome-extension://{OFFICIAL_EXTENSION_ID}/"

@@ -6,6 +6,7 @@ unless `--force` is given (tested below), so CLI installs here pass `--force`.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import os
@@ -19,7 +20,7 @@ import pytest
 
 from native_host import HOST_NAME, OFFICIAL_EXTENSION_ID
 from native_host.install import installer, interpreter, locations, uninstall
-from native_host.install.locations import RegistryKey, Scope
+from native_host.install.locations import RegistryKey, RegistryView, Scope
 from tests.support.registry import FakeRegistry
 
 pytestmark = pytest.mark.process
@@ -430,6 +431,84 @@ def test_windows_uninstall_restores_a_key_it_replaced_and_keeps_a_changed_one(
         edge: r"D:\elsewhere.json",
     }
     assert "not ours to delete" in out.getvalue()
+
+
+TAIL = r"NativeMessagingHosts\cc.isaaclin.pedelec"
+
+
+def test_windows_hkcu_install_sets_one_key_for_both_views(
+    tmp_path: Path, windows: tuple[dict[str, str], FakeRegistry]
+) -> None:
+    """HKCU\\Software is shared by both views: Chrome's 32-bit-first read finds our value,
+    and nothing is written or recorded twice."""
+    win_env, registry = windows
+    ctx, out = make_env("win32", win_env, PureWindowsPath(r"C:\Users\ann"), registry=registry)
+    installer.install(installer.InstallOptions(browsers=("chrome",)), ctx)
+    chrome = RegistryKey("HKCU", rf"Software\Google\Chrome\{TAIL}")
+    value = registry.get_default(chrome)
+    assert value is not None
+    assert registry.get_default(chrome.in_view(RegistryView.WOW64_32)) == value
+    assert "32-bit view" not in out.getvalue()
+    record = json.loads(installer.record_path(win_env).read_text())
+    assert [(e["hive"], e["view"]) for e in record["registry"]] == [("HKCU", "64")]
+
+
+def test_windows_hklm_install_takes_over_a_shadowing_32_bit_key_and_uninstall_restores_it(
+    tmp_path: Path, windows: tuple[dict[str, str], FakeRegistry]
+) -> None:
+    """HKLM\\SOFTWARE has a key per view and Chromium reads the 32-bit one (WOW6432Node)
+    first: a stale value there would win over the 64-bit key install writes."""
+    win_env, registry = windows
+    chrome64 = RegistryKey("HKLM", rf"Software\Google\Chrome\{TAIL}")
+    chrome32 = chrome64.in_view(RegistryView.WOW64_32)
+    stale = r"C:\Program Files (x86)\Old\cc.isaaclin.pedelec.json"
+    registry.set_default(chrome32, stale)
+    ctx, out = make_env("win32", win_env, PureWindowsPath(r"C:\Users\ann"), registry=registry)
+    options = installer.InstallOptions(browsers=("chrome",), scope=Scope.SYSTEM)
+
+    installer.install(dataclasses.replace(options, dry_run=True), ctx)
+    assert f"would set       {chrome32} = " in out.getvalue()
+    assert registry.values == {chrome32: stale}
+
+    installer.install(options, ctx)
+    ours = registry.get_default(chrome64)
+    assert ours is not None and ours.endswith(r"pedelec-native-host\cc.isaaclin.pedelec.json")
+    assert registry.get_default(chrome32) == ours
+    assert f"set             {chrome32} = {ours}" in out.getvalue()
+
+    out.truncate(0)
+    installer.install(options, ctx)
+    assert f"unchanged       {chrome64} = " in out.getvalue()
+    assert "set " not in out.getvalue()  # the 32-bit key now reads ours: not written again
+
+    uninstall.uninstall(ctx)
+    assert registry.values == {chrome32: stale}
+
+
+@pytest.mark.parametrize(("platform", "rewritten"), [("win32", False), ("linux", True)])
+def test_reinstall_with_other_mode_bits_is_unchanged_only_where_modes_mean_nothing(
+    tmp_path: Path, env: dict[str, str], platform: str, rewritten: bool
+) -> None:
+    """Windows reports 0o666 for every writable file whatever install asked for: an
+    unchanged install must say "unchanged" there, and still repair a chmod on POSIX."""
+    win_env = dict(env, LOCALAPPDATA=str(tmp_path / "local"), PROGRAMDATA=str(tmp_path / "pd"))
+    (tmp_path / "local" / "Google" / "Chrome" / "User Data").mkdir(parents=True)
+    (Path(env["HOME"]) / ".config" / "google-chrome").mkdir(parents=True)
+    ctx, out = make_env(platform, win_env, PurePath(env["HOME"]))
+    plan = installer.install(installer.InstallOptions(browsers=("chrome",)), ctx)
+    written = [w.path for w in plan.manifests] + ([plan.launcher.path] if plan.launcher else [])
+    assert len(written) == 2
+    for path in written:
+        path.chmod(0o666)  # what st_mode reads on Windows
+    out.seek(0)
+    out.truncate()
+    installer.install(installer.InstallOptions(browsers=("chrome",)), ctx)
+    lines = [
+        line for line in out.getvalue().splitlines() if "manifest" in line or "launcher" in line
+    ]
+    assert len(lines) == 2, out.getvalue()
+    verb = "wrote" if rewritten else "unchanged"
+    assert all(line.startswith(verb) for line in lines), out.getvalue()
 
 
 def test_windows_rejects_user_data_dir(

@@ -34,11 +34,14 @@ from native_host.gateway import CoreGateway
 from native_host.hostproc import HostProcess, default_host_command
 from native_host.launch.launcher import Launcher
 from native_host.launch.spawn import child_environment
+from tests.support.markers import needs_os
 from tests.support.runtime import free_port, write_runtime
 
 pytestmark = [
     pytest.mark.process,
-    pytest.mark.skipif(os.name != "posix", reason="the fake Desktop is a #! script"),
+    needs_os(
+        "linux", reason="the fake Desktop is a #! script; processes are watched through /proc"
+    ),
 ]
 
 REPO = Path(__file__).resolve().parent.parent

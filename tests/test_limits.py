@@ -16,9 +16,13 @@ import pytest
 from native_host.codec import encode as encode_message
 from native_host.errors import MSG_INTERNAL
 from tests.support.host import HostUnderTest
+from tests.support.markers import needs_os
 from tests.support.world import HostWorld
 
-pytestmark = pytest.mark.process
+pytestmark = [
+    pytest.mark.process,
+    needs_os("linux", reason="threads and descriptors are counted through /proc"),
+]
 
 APP = "https://app.example.com"
 

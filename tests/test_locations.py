@@ -8,7 +8,7 @@ import pytest
 
 from native_host import OFFICIAL_EXTENSION_ID
 from native_host.install import locations as loc
-from native_host.install.locations import RegistryKey, Scope
+from native_host.install.locations import RegistryKey, RegistryView, Scope
 
 pytestmark = pytest.mark.unit
 
@@ -102,9 +102,13 @@ def test_macos_user_dirs(name: str, subdir: str) -> None:
 
 @pytest.mark.parametrize(
     ("name", "own"),
-    [("brave", "BraveSoftware/Brave-Browser"), ("arc", "Arc/User Data")],
+    [
+        ("brave", "BraveSoftware/Brave-Browser"),
+        ("arc", "Arc/User Data"),
+        ("opera", "com.operasoftware.Opera"),
+    ],
 )
-def test_macos_brave_and_arc_also_get_chromes_user_dir(name: str, own: str) -> None:
+def test_macos_brave_arc_and_opera_also_get_chromes_user_dir(name: str, own: str) -> None:
     support = "/Users/ann/Library/Application Support"
     targets = loc.targets("darwin", {}, MAC_HOME, Scope.USER, [name])
     assert [str(t.manifest_path) for t in targets] == [
@@ -122,6 +126,7 @@ def test_macos_brave_and_arc_also_get_chromes_user_dir(name: str, own: str) -> N
         ("chromium", "/Library/Application Support/Chromium/NativeMessagingHosts"),
         ("edge", "/Library/Microsoft/Edge/NativeMessagingHosts"),
         ("brave", "/Library/Application Support/Chromium/NativeMessagingHosts"),
+        ("opera", "/Library/Google/Chrome/NativeMessagingHosts"),  # Opera's docs
     ],
 )
 def test_macos_system_dirs(name: str, directory: str) -> None:
@@ -148,6 +153,11 @@ WIN_ENV = {"LOCALAPPDATA": r"C:\Users\ann\AppData\Local", "PROGRAMDATA": r"C:\Pr
         ("edge", r"Software\Microsoft\Edge", r"Microsoft\Edge\User Data"),
         ("brave", r"Software\Google\Chrome", r"BraveSoftware\Brave-Browser\User Data"),
         ("vivaldi", r"Software\Google\Chrome", r"Vivaldi\User Data"),
+        (
+            "arc",
+            r"Software\Google\Chrome",
+            r"Packages\TheBrowserCompany.Arc_ttt1ap7aakyb4\LocalCache\Local\Arc\User Data",
+        ),
     ],
 )
 def test_windows_user_scope_is_an_hkcu_key_to_one_manifest(
@@ -159,6 +169,17 @@ def test_windows_user_scope_is_an_hkcu_key_to_one_manifest(
         r"C:\Users\ann\AppData\Local\pedelec-native-host\cc.isaaclin.pedelec.json"
     )
     assert str(target.user_data_dir) == f"C:\\Users\\ann\\AppData\\Local\\{user_data}"
+
+
+def test_windows_opera_reads_chromes_key_and_keeps_its_profile_in_roaming_appdata() -> None:
+    env = dict(WIN_ENV, APPDATA=r"D:\Roaming")
+    (user,) = loc.targets("win32", env, WIN_HOME, Scope.USER, ["opera"])
+    assert user.registry_key == RegistryKey("HKCU", f"Software\\Google\\Chrome\\{KEY_TAIL}")
+    assert str(user.user_data_dir) == r"D:\Roaming\Opera Software\Opera Stable"
+    (default,) = loc.targets("win32", WIN_ENV, WIN_HOME, Scope.USER, ["opera"])
+    assert str(default.user_data_dir).startswith(r"C:\Users\ann\AppData\Roaming\Opera Software")
+    (system,) = loc.targets("win32", WIN_ENV, WIN_HOME, Scope.SYSTEM, ["opera"])
+    assert str(system.registry_key) == f"HKLM\\Software\\Google\\Chrome\\{KEY_TAIL}"
 
 
 def test_windows_all_browsers_share_one_manifest_and_three_keys() -> None:
@@ -184,16 +205,19 @@ def test_windows_localappdata_defaults_under_home() -> None:
     assert str(target.manifest_path).startswith(r"C:\Users\ann\AppData\Local\pedelec-native-host")
 
 
-def test_windows_lookup_order_edge_reads_edge_then_chromium_then_chrome() -> None:
+def test_windows_lookup_order_is_hive_then_32_then_64_bit_view_then_vendor() -> None:
+    """Chromium's FindManifest: HKCU then HKLM; in each, the 32-bit view, then the 64-bit
+    one; in each view, Edge's key, then Chromium's, then Chrome's."""
     order = loc.lookup_order("win32", WIN_ENV, WIN_HOME, "edge")
-    assert [str(t.registry_key) for t in order] == [
-        f"HKCU\\Software\\Microsoft\\Edge\\{KEY_TAIL}",
-        f"HKCU\\Software\\Chromium\\{KEY_TAIL}",
-        f"HKCU\\Software\\Google\\Chrome\\{KEY_TAIL}",
-        f"HKLM\\Software\\Microsoft\\Edge\\{KEY_TAIL}",
-        f"HKLM\\Software\\Chromium\\{KEY_TAIL}",
-        f"HKLM\\Software\\Google\\Chrome\\{KEY_TAIL}",
+    vendors = [r"Software\Microsoft\Edge", r"Software\Chromium", r"Software\Google\Chrome"]
+    assert [t.registry_key for t in order] == [
+        RegistryKey(hive, f"{vendor}\\{KEY_TAIL}", view)
+        for hive in ("HKCU", "HKLM")
+        for view in (RegistryView.WOW64_32, RegistryView.WOW64_64)
+        for vendor in vendors
     ]
+    assert str(order[0].registry_key) == f"HKCU\\{vendors[0]}\\{KEY_TAIL} (32-bit view)"
+    assert [t.scope for t in order] == [Scope.USER] * 6 + [Scope.SYSTEM] * 6
 
 
 def test_posix_lookup_order_is_user_then_system() -> None:

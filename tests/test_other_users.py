@@ -25,10 +25,14 @@ from typing import Any
 import pytest
 
 from native_host.hostproc import HostProcess
+from tests.support.markers import needs_os
 from tests.support.runtime import free_port, runtime_document
 from tests.support.users import SYSTEM_PYTHON, LocalUser, skip_unless_root, throwaway_users
 
-pytestmark = pytest.mark.process
+pytestmark = [
+    pytest.mark.process,
+    needs_os("linux", reason="throwaway users through useradd, processes found through /proc"),
+]
 
 REPO = Path(__file__).resolve().parent.parent
 FAKE_DESKTOP = (REPO / "tests" / "launch_support" / "fake_desktop.py").read_text()

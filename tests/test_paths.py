@@ -16,12 +16,14 @@ import platformdirs.unix
 import pytest
 
 from native_host import paths
+from tests.support.markers import POSIX, needs_os
 
 pytestmark = pytest.mark.unit
 
 APP = paths.APP_NAME
 
 
+@needs_os(*POSIX, reason="the platformdirs reference reads HOME through expanduser")
 @pytest.mark.parametrize(
     "xdg",
     [{}, {"XDG_CONFIG_HOME": "/x/config", "XDG_STATE_HOME": "/x/state"}],
@@ -47,6 +49,7 @@ def test_a_relative_xdg_value_is_ignored_as_the_spec_says() -> None:
     assert paths.platform_dir("config", env, "linux") == f"/home/ann/.config/{APP}"
 
 
+@needs_os(*POSIX, reason="the platformdirs reference reads HOME through expanduser")
 def test_macos_directories_are_platformdirs(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_DATA_HOME"):
         monkeypatch.delenv(name, raising=False)
@@ -66,6 +69,7 @@ def test_windows_directories_follow_localappdata() -> None:
     assert paths.platform_dir("config", without, "win32") == rf"C:\Users\ann\AppData\Local\{APP}"
 
 
+@needs_os("linux", reason="the running system's directories: XDG_RUNTIME_DIR, ~/.local/state")
 def test_overrides_win_and_the_runtime_dir_holds_the_lock() -> None:
     env = {"HOME": "/home/ann", "XDG_RUNTIME_DIR": "/run/user/1000"}
     assert paths.state_dir(env) == f"/run/user/1000/{APP}"

@@ -21,8 +21,9 @@ from native_host.install.contents import (
     launcher_text,
     render_manifest,
 )
-from native_host.install.locations import Scope
+from native_host.install.locations import RegistryView, Scope
 from native_host.install.plan import (
+    MODES_KEPT,
     SYSTEM_DIR_MODE,
     ConfigWrite,
     Environment,
@@ -136,7 +137,9 @@ def _apply_file(
     current = read_bytes(write.path)
     entry = record.file(write.path)
     label = f"{write.role} {write.path}{_browsers(write.browsers)}"
-    same_mode = current is not None and (write.path.stat().st_mode & 0o7777) == write.mode
+    same_mode = current is not None and (
+        not MODES_KEPT[ctx.os] or (write.path.stat().st_mode & 0o7777) == write.mode
+    )
     if current == write.data and same_mode:
         say("unchanged", label)
     else:
@@ -178,7 +181,31 @@ def _apply_key(
     dry_run: bool,
     ctx: Environment,
 ) -> None:
+    """Set the key in the 64-bit view, then in the 32-bit one when that still holds
+    another value: Chromium reads the 32-bit view first, so it would shadow ours."""
     current = registry.get_default(write.key)
+    _set_key(write, current, registry, record, say, dry_run, ctx)
+    twin = write.key.in_view(RegistryView.WOW64_32)
+    shadow = registry.get_default(twin)
+    # HKCU\Software is one key in both views, so after the write its 32-bit view reads our
+    # value; in a dry run nothing was written and a value equal to the 64-bit one is taken
+    # for that same key.
+    if shadow is None or shadow == write.value or (dry_run and shadow == current):
+        return
+    _set_key(
+        KeyWrite(twin, write.value, write.browsers), shadow, registry, record, say, dry_run, ctx
+    )
+
+
+def _set_key(
+    write: KeyWrite,
+    current: str | None,
+    registry: Registry,
+    record: InstallRecord,
+    say: Printer,
+    dry_run: bool,
+    ctx: Environment,
+) -> None:
     entry = record.key(write.key)
     label = f"{write.key} = {write.value}{_browsers(write.browsers)}"
     if current == write.value:
@@ -203,6 +230,7 @@ def _apply_key(
             value=write.value,
             browsers=list(write.browsers),
             previous=previous,
+            view=write.key.view,
         )
     )
 

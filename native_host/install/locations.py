@@ -9,7 +9,7 @@ Lookup facts that shape the table:
   directory fixed by branding.
 - Windows reads only the registry: a key whose default value is the manifest's path.
   One manifest file serves every key.
-- macOS Brave and Arc have been seen reading only Chrome's user directory, so they are
+- macOS Brave, Arc and Opera have been seen reading Chrome's user directory, so they are
   registered in both.
 - Sandboxed Linux browsers are rows of their own (spec 5.4), detected by their data dirs:
   a Flatpak reads `~/.var/app/<app-id>/config/<browser>/NativeMessagingHosts` and can run
@@ -62,7 +62,7 @@ class BrowserRow:
 
     Templates start with a variable: `{config}` (Linux config home), `{home}` (the user
     home, for sandboxed rows), `{appsupport}` (macOS `~/Library/Application Support`) or
-    `{localappdata}` (Windows).
+    `{localappdata}` or `{appdata}` (Windows).
     """
 
     browser: str
@@ -104,6 +104,9 @@ _REG_EDGE = r"Software\Microsoft\Edge"
 
 _MAC_CHROME_USER = "{appsupport}/Google/Chrome"
 _UNVERIFIED = "system directory unverified"
+_USER_UNVERIFIED = "user directory unverified"
+_ARC_WIN_PROFILE = "Packages/TheBrowserCompany.Arc_ttt1ap7aakyb4/LocalCache/Local/Arc/User Data"
+_ARC_WIN_NOTE = "registry key and profile location unverified"
 _READS_CHROME = (_REG_CHROME,)
 _READS_CHROMIUM = (_REG_CHROMIUM, _REG_CHROME)
 _READS_EDGE = (_REG_EDGE, _REG_CHROMIUM, _REG_CHROME)
@@ -160,12 +163,25 @@ def _mac(
 
 
 def _win(
-    browser: str, channel: str, label: str, subdir: str, write: str, reads: tuple[str, ...]
+    browser: str,
+    channel: str,
+    label: str,
+    subdir: str,
+    write: str,
+    reads: tuple[str, ...],
+    note: str = "",
 ) -> BrowserRow:
     """A Windows row: user data dir `%LOCALAPPDATA%/<subdir>`, vendor key written/read."""
     user = f"{{localappdata}}/{subdir}"
     return BrowserRow(
-        browser, channel, Os.WIN32, label, user, registry_vendor=write, registry_lookup=reads
+        browser,
+        channel,
+        Os.WIN32,
+        label,
+        user,
+        registry_vendor=write,
+        registry_lookup=reads,
+        note=note,
     )
 
 
@@ -211,8 +227,15 @@ TABLE: tuple[BrowserRow, ...] = (
          also=(_MAC_CHROME_USER,)),
     _mac("vivaldi", "stable", "Vivaldi", "Vivaldi",
          "/Library/Application Support/Vivaldi/NativeMessagingHosts", note=_UNVERIFIED),
+    # Arc (macOS): user data dir per arc://version ("Profile Path .../Arc/User Data/Default");
+    # reported reading Chrome's user dir too (keepassxreboot/keepassxc-browser#2336).
     _mac("arc", "stable", "Arc", "Arc/User Data", _CHROME_SYS_MAC, also=(_MAC_CHROME_USER,),
          note=_UNVERIFIED),
+    # Opera (macOS): Opera's extension docs (operasoftware/devopera, message-passing.md) name
+    # only /Library/Google/Chrome/NativeMessagingHosts; the user dir is Opera's user data dir
+    # (Chromium reads <user-data-dir>/NativeMessagingHosts), also Chrome's, as installers do.
+    _mac("opera", "stable", "Opera", "com.operasoftware.Opera", _CHROME_SYS_MAC,
+         also=(_MAC_CHROME_USER,), note=_USER_UNVERIFIED),
     _win("chrome", "stable", "Google Chrome", "Google/Chrome/User Data",
          _REG_CHROME, _READS_CHROME),
     _win("chrome", "beta", "Google Chrome Beta", "Google/Chrome Beta/User Data",
@@ -233,19 +256,50 @@ TABLE: tuple[BrowserRow, ...] = (
     _win("brave", "stable", "Brave", "BraveSoftware/Brave-Browser/User Data",
          _REG_CHROME, _READS_CHROMIUM),
     _win("vivaldi", "stable", "Vivaldi", "Vivaldi/User Data", _REG_CHROME, _READS_CHROME),
+    # Opera (Windows): Opera's extension docs (operasoftware/devopera, message-passing.md):
+    # "HKEY_LOCAL_MACHINE\SOFTWARE\Google\Chrome\NativeMessagingHosts\<name>"; as Chromium,
+    # it reads HKCU first. Its profile is under the roaming %APPDATA%, not %LOCALAPPDATA%.
+    BrowserRow("opera", "stable", Os.WIN32, "Opera", "{appdata}/Opera Software/Opera Stable",
+               registry_vendor=_REG_CHROME, registry_lookup=_READS_CHROME),
+    # Arc (Windows): an MSIX app, whose profile lives in its package's LocalCache; no public
+    # source says which key it reads. Packaged apps read the real HKCU, and Arc is
+    # Chrome-branded Chromium, so Chrome's key: unverified (docs/install.md).
+    _win("arc", "stable", "Arc", _ARC_WIN_PROFILE, _REG_CHROME, _READS_CHROME, _ARC_WIN_NOTE),
 )  # fmt: skip
+
+
+class RegistryView(StrEnum):
+    """Which of 64-bit Windows' two registry views a key is read in (`KEY_WOW64_*`)."""
+
+    WOW64_32 = "32"
+    WOW64_64 = "64"
+
+
+REGISTRY_VIEWS = (RegistryView.WOW64_32, RegistryView.WOW64_64)
+"""The order Chromium reads them in, per hive: "First check 32-bit registry and then try
+64-bit" (chrome/browser/extensions/api/messaging/launch_context_win.cc, GetManifestPath)."""
 
 
 @dataclass(frozen=True)
 class RegistryKey:
-    """A key whose default REG_SZ value is the manifest path."""
+    """A key whose default REG_SZ value is the manifest path, in one registry view.
+
+    Install writes the 64-bit view; HKCU\\Software is one key in both views, HKLM\\SOFTWARE
+    is two (the 32-bit one is `WOW6432Node`), so a 32-bit value there shadows ours.
+    """
 
     hive: str
     """`HKCU` or `HKLM`."""
     path: str
+    view: RegistryView = RegistryView.WOW64_64
+
+    def in_view(self, view: RegistryView) -> RegistryKey:
+        """The same key read in another view."""
+        return RegistryKey(self.hive, self.path, view)
 
     def __str__(self) -> str:
-        return f"{self.hive}\\{self.path}"
+        suffix = " (32-bit view)" if self.view is RegistryView.WOW64_32 else ""
+        return f"{self.hive}\\{self.path}{suffix}"
 
 
 @dataclass(frozen=True)
@@ -302,6 +356,7 @@ def _variables(os_name: Os, env: Mapping[str, str], home: PurePath) -> dict[str,
         return {"appsupport": str(home / "Library" / "Application Support")}
     return {
         "localappdata": env.get("LOCALAPPDATA") or str(home / "AppData" / "Local"),
+        "appdata": env.get("APPDATA") or str(home / "AppData" / "Roaming"),
         "programdata": env.get("PROGRAMDATA") or env.get("ALLUSERSPROFILE") or r"C:\ProgramData",
     }
 
@@ -403,8 +458,9 @@ def targets(
 def lookup_order(platform: str, env: Mapping[str, str], home: PurePath, name: str) -> list[Target]:
     """Where one browser looks, in the order it looks: user level, then system level.
 
-    On Windows: each vendor key the browser reads, HKCU before HKLM; the manifest path
-    is whatever the key's value says, so `manifest_path` is only the installer's default.
+    On Windows, as Chromium's FindManifest: HKCU before HKLM, in each the 32-bit view
+    before the 64-bit one, in each view every vendor key the browser reads; the manifest
+    path is whatever the key's value says, so `manifest_path` is only the installer's default.
     """
     (row,) = select_rows(platform, [name])
     os_name = normalize_platform(platform)
@@ -420,10 +476,11 @@ def lookup_order(platform: str, env: Mapping[str, str], home: PurePath, name: st
             scope,
             windows_manifest_path(env, home, scope),
             user_data,
-            RegistryKey(hive, registry_key_path(vendor)),
+            RegistryKey(hive, registry_key_path(vendor), view),
             row.note,
         )
         for scope, hive in ((Scope.USER, "HKCU"), (Scope.SYSTEM, "HKLM"))
+        for view in REGISTRY_VIEWS
         for vendor in row.registry_lookup
     ]
 

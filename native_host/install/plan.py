@@ -59,6 +59,12 @@ def as_local(path: PurePath) -> Path:
     return Path(path.as_posix()) if not isinstance(path, Path) else path
 
 
+MODES_KEPT = {Os.LINUX: True, Os.DARWIN: True, Os.WIN32: False}
+"""Does the file system keep the mode bits install sets? Windows keeps only a read-only
+flag (`os.chmod` "can only set the file's read-only flag"; `st_mode` reads 0o666 or 0o444),
+so there a file is unchanged when its bytes are."""
+
+
 def file_mode(scope: Scope, executable: bool) -> int:
     if scope is Scope.USER:
         return USER_EXEC_MODE if executable else USER_FILE_MODE

@@ -14,7 +14,7 @@ from pathlib import Path
 from pydantic import Field, ValidationError
 
 from native_host import files, paths
-from native_host.install.locations import RegistryKey
+from native_host.install.locations import RegistryKey, RegistryView
 from native_host.models import CamelModel
 
 RECORD_FILE = "install-record.json"
@@ -48,6 +48,12 @@ class RegistryEntry(CamelModel):
     value: str
     browsers: list[str] = Field(default_factory=list)
     previous: str | None = None
+    view: RegistryView = RegistryView.WOW64_64
+    """Records written before views were told apart used the 64-bit host Python's view."""
+
+    @property
+    def registry_key(self) -> RegistryKey:
+        return RegistryKey(self.hive, self.key, self.view)
 
 
 class ConfigEntry(CamelModel):
@@ -70,7 +76,7 @@ class InstallRecord(CamelModel):
         return next((e for e in self.files if e.path == str(path)), None)
 
     def key(self, key: RegistryKey) -> RegistryEntry | None:
-        return next((e for e in self.registry if (e.hive, e.key) == (key.hive, key.path)), None)
+        return next((e for e in self.registry if e.registry_key == key), None)
 
 
 def record_path(env: Mapping[str, str]) -> Path:

@@ -1,7 +1,8 @@
 """The Windows registry, as the four operations install, uninstall and doctor need.
 
 `WindowsRegistry` imports `winreg` on first use so this module loads on every platform;
-tests use a dict-backed fake with the same methods.
+tests use a dict-backed fake with the same methods. Every key is opened in the view it
+names (`KEY_WOW64_32KEY` / `KEY_WOW64_64KEY`), whatever the bitness of this Python.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import importlib
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from native_host.install.locations import RegistryKey
+from native_host.install.locations import RegistryKey, RegistryView
 
 
 class Registry(Protocol):
@@ -33,29 +34,36 @@ class WindowsRegistry:
         hives = {"HKCU": self._winreg.HKEY_CURRENT_USER, "HKLM": self._winreg.HKEY_LOCAL_MACHINE}
         return hives[key.hive]
 
+    def _view(self, key: RegistryKey) -> int:
+        if key.view is RegistryView.WOW64_32:
+            return int(self._winreg.KEY_WOW64_32KEY)
+        return int(self._winreg.KEY_WOW64_64KEY)
+
     def get_default(self, key: RegistryKey) -> str | None:
+        access = self._winreg.KEY_QUERY_VALUE | self._view(key)
         try:
-            with self._winreg.OpenKey(self._hive(key), key.path) as handle:
+            with self._winreg.OpenKey(self._hive(key), key.path, 0, access) as handle:
                 value, _kind = self._winreg.QueryValueEx(handle, "")
         except FileNotFoundError:
             return None
         return str(value)
 
     def set_default(self, key: RegistryKey, value: str) -> None:
-        access = self._winreg.KEY_SET_VALUE
+        access = self._winreg.KEY_SET_VALUE | self._view(key)
         with self._winreg.CreateKeyEx(self._hive(key), key.path, 0, access) as handle:
             self._winreg.SetValueEx(handle, "", 0, self._winreg.REG_SZ, value)
 
     def delete(self, key: RegistryKey) -> None:
         try:
-            self._winreg.DeleteKey(self._hive(key), key.path)
+            self._winreg.DeleteKeyEx(self._hive(key), key.path, self._view(key), 0)
         except FileNotFoundError:
             return
 
     def read_values(self, key: RegistryKey) -> Mapping[str, object] | None:
         """Every named value of a key (policy keys), None when the key does not exist."""
+        access = self._winreg.KEY_READ | self._view(key)
         try:
-            handle = self._winreg.OpenKey(self._hive(key), key.path)
+            handle = self._winreg.OpenKey(self._hive(key), key.path, 0, access)
         except FileNotFoundError:
             return None
         values: dict[str, object] = {}

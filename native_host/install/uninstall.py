@@ -60,12 +60,13 @@ def writable_files(ctx: Environment) -> set[Path]:
 
 
 def writable_keys(ctx: Environment) -> set[RegistryKey]:
-    """Every registry key an install could set."""
+    """Every registry key an install could set, in either view."""
     return {
-        target.registry_key
+        target.registry_key.in_view(view)
         for scope in Scope
         for target in locations.targets(ctx.platform, ctx.env, ctx.home, scope)
         if target.registry_key is not None
+        for view in locations.REGISTRY_VIEWS
     }
 
 
@@ -131,7 +132,7 @@ def _undo_keys(record: InstallRecord, ctx: Environment, say: Printer, dry_run: b
     refused = 0
     registry = ctx.registry_factory()
     for entry in record.registry:
-        key = RegistryKey(entry.hive, entry.key)
+        key = entry.registry_key
         if key not in allowed:
             say("refused", f"{key}: not a key install writes; left alone")
             refused += 1

@@ -13,7 +13,7 @@ import stat
 from collections.abc import Mapping
 
 from native_host import codec, errors, files, paths
-from native_host.launch import trust
+from native_host.launch import spawn, trust
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -123,6 +123,11 @@ def read_launch_config(
         raise invalid("backgroundArgs")
     try:
         trust.open_trusted(executable, env).close()
+        bundle = spawn.bundle_to_open(executable)
+        if bundle is not None:  # what LaunchServices starts is what its Info.plist names
+            from native_host.launch import macos
+
+            macos.check_bundle(bundle, executable)
     except trust.UntrustedProgramError as exc:
         raise _unavailable(
             reason=REASON_INVALID,

@@ -1,7 +1,8 @@
 """Starting Pedelec Desktop so that it outlives the host (spec 7.14 step 6).
 
 Per-OS facts are data here: the Windows creation flags, the variables a frozen
-(PyInstaller) bootloader injects and the loader paths it changes.
+(PyInstaller) bootloader injects and the loader paths it changes, and that macOS starts
+an app bundle through LaunchServices (launch/macos.py) rather than as the host's child.
 """
 
 from __future__ import annotations
@@ -22,6 +23,9 @@ if TYPE_CHECKING:
 log = logs.get(__name__)
 
 IS_WINDOWS = sys.platform == "win32"
+LAUNCH_SERVICES = sys.platform == "darwin"
+"""Open a `.app`'s main executable through LaunchServices (`/usr/bin/open`), so that the
+app, not the host, is responsible for it (its privacy prompts and grants)."""
 DETACHED_PROCESS = 0x00000008
 CREATE_NEW_PROCESS_GROUP = 0x00000200
 CREATE_NO_WINDOW = 0x08000000
@@ -35,6 +39,16 @@ FROZEN_LIBRARY_PATHS = ("LD_LIBRARY_PATH", "LIBPATH")
 """Set by a frozen (PyInstaller) bootloader, original kept in `<name>_ORIG`: restore or drop."""
 FROZEN_RESTORE_ONLY = ("DYLD_LIBRARY_PATH", "DYLD_FRAMEWORK_PATH", "DYLD_FALLBACK_LIBRARY_PATH")
 """macOS loader paths: restored only when an `_ORIG` copy says what they were."""
+
+
+def bundle_to_open(executable: str) -> str | None:
+    """The app bundle to open through LaunchServices instead of running `executable`
+    (macOS, when it is a bundle's main executable), or None: run it directly."""
+    if not LAUNCH_SERVICES:
+        return None
+    from native_host.launch import macos
+
+    return macos.app_bundle(executable)
 
 
 def child_environment(env: Mapping[str, str], frozen: bool) -> dict[str, str]:
@@ -106,7 +120,10 @@ def spawn_detached(
     The child is never killed. A daemon thread reaps it so it never lingers as a zombie
     while the host lives; after the host exits, init (or the OS) does.
     """
-    if IS_WINDOWS:  # pragma: no cover - Windows only
+    bundle = bundle_to_open(program.path)
+    if bundle is not None:
+        proc = _open_bundle(bundle, argv, cwd, env)
+    elif IS_WINDOWS:  # pragma: no cover - Windows only
         _reset_windows_dll_directory()
         try:
             proc = _popen(
@@ -123,6 +140,23 @@ def spawn_detached(
         target=_reap, args=(proc,), name=f"reap-desktop-{proc.pid}", daemon=True
     ).start()
     return proc.pid
+
+
+def _open_bundle(
+    bundle: str, argv: Sequence[str], cwd: str, env: dict[str, str]
+) -> subprocess.Popen[bytes]:
+    """`open -g -j -a <bundle> --args <background args>`; `open` itself is checked like
+    any program the host starts (a refusal is the OS refusing: spawn_desktop_app)."""
+    from native_host.launch import macos, trust
+
+    try:
+        opener = trust.open_trusted(macos.OPEN, env)
+    except trust.UntrustedProgramError as exc:
+        raise OSError(f"refusing to run {macos.OPEN}: {exc}") from None
+    try:
+        return _popen(opener, macos.open_argv(bundle, argv[1:]), cwd, env, 0)
+    finally:
+        opener.close()
 
 
 def _reap(proc: subprocess.Popen[bytes]) -> None:

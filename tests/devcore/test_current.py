@@ -21,6 +21,7 @@ from tests.support.core_lines import (
     create_thread,
     subscribe,
 )
+from tests.support.markers import POSIX, needs_os
 
 pytestmark = pytest.mark.unit
 
@@ -48,6 +49,7 @@ def test_legacy_ignores_new_fields(make_core: CoreFactory, connect: ClientFactor
     assert client.result("ping") == {"connected": True}
 
 
+@needs_os(*POSIX, reason="the providers found on PATH are #!/bin/sh files with the x bit")
 def test_ping_and_list_providers(
     cc: LineClient, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

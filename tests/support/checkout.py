@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import pwd
 import shutil
 import subprocess
 import uuid
@@ -39,6 +38,15 @@ def fresh_checkout(dest: Path) -> Path:
     return dest
 
 
+def account_home() -> Path:
+    """The account's home from the password database (POSIX), the profile on Windows."""
+    if os.name != "posix":
+        return Path.home()
+    import pwd
+
+    return Path(pwd.getpwuid(os.getuid()).pw_dir)
+
+
 @contextlib.contextmanager
 def permanent_directory() -> Iterator[Path]:
     """A new directory outside every temporary directory, removed afterwards.
@@ -48,7 +56,7 @@ def permanent_directory() -> Iterator[Path]:
     directory (from the password database: $HOME may itself be temporary in CI). Each
     gets its own name directly in ~/.local/share, so tests running at the same time
     never share (or remove) a parent."""
-    share = Path(pwd.getpwuid(os.getuid()).pw_dir, ".local", "share")
+    share = account_home() / ".local" / "share"
     share.mkdir(parents=True, exist_ok=True)
     path = share / f"pedelec-native-host-tests-{uuid.uuid4().hex}"
     path.mkdir()

@@ -4,25 +4,35 @@ managed-policy readers' registry access is injected and these stand in for it.""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
-from native_host.install.locations import RegistryKey
+from native_host.install.locations import RegistryKey, RegistryView
+
+SHARED_HIVES = frozenset({"HKCU"})
+"""64-bit Windows keeps HKCU\\Software as one key seen in both views and HKLM\\SOFTWARE as
+two (WOW6432Node); Microsoft's "Registry Keys Affected by WOW64"."""
 
 
 class FakeRegistry:
-    """The HKCU/HKLM default values the installer and doctor read and write."""
+    """The HKCU/HKLM default values the installer and doctor read and write, with the two
+    views of 64-bit Windows: a key under a shared hive is stored once, in the 64-bit view."""
 
-    def __init__(self, values: dict[Any, str] | None = None) -> None:
-        self.values: dict[Any, str] = dict(values or {})
+    def __init__(self, values: dict[RegistryKey, str] | None = None) -> None:
+        self.values: dict[RegistryKey, str] = {}
+        for key, value in (values or {}).items():
+            self.set_default(key, value)
 
-    def get_default(self, key: Any) -> str | None:
-        return self.values.get(key)
+    @staticmethod
+    def _stored(key: RegistryKey) -> RegistryKey:
+        return key.in_view(RegistryView.WOW64_64) if key.hive in SHARED_HIVES else key
 
-    def set_default(self, key: Any, value: str) -> None:
-        self.values[key] = value
+    def get_default(self, key: RegistryKey) -> str | None:
+        return self.values.get(self._stored(key))
 
-    def delete(self, key: Any) -> None:
-        self.values.pop(key, None)
+    def set_default(self, key: RegistryKey, value: str) -> None:
+        self.values[self._stored(key)] = value
+
+    def delete(self, key: RegistryKey) -> None:
+        self.values.pop(self._stored(key), None)
 
 
 class FakePolicyRegistry:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import pwd
 import secrets
 import shutil
 import signal
@@ -31,6 +30,9 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
+
+if os.name == "posix":  # throwaway users exist on Linux only; the module imports anywhere
+    import pwd
 
 SYSTEM_PYTHON = "/usr/bin/python3"
 """An interpreter every user can run (the project's pyenv one is under /root, 0700)."""

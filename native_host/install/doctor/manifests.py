@@ -20,7 +20,7 @@ from native_host.install.doctor.report import (
     Finding,
     Status,
 )
-from native_host.install.locations import Os, Scope, Target
+from native_host.install.locations import REGISTRY_VIEWS, Os, Scope, Target
 from native_host.install.plan import as_local, sha256
 from native_host.install.record import InstallRecord
 from native_host.install.registry import Registry
@@ -211,14 +211,18 @@ class Lookup:
 
     def find(self, order: Sequence[Target], user_level: bool = True) -> Registered | None:
         found: list[tuple[Path, str, Target]] = []
+        seen_keys: set[tuple[str, str, str]] = set()
         for target in order:
             if target.scope is Scope.USER and not user_level:
                 continue
-            if target.registry_key is not None and self.registry is not None:
-                value = self.registry.get_default(target.registry_key)
-                if value:
+            key = target.registry_key
+            if key is not None and self.registry is not None:
+                value = self.registry.get_default(key)
+                # A key shared by both views (HKCU\Software) reads the same in each: one entry.
+                if value and (key.hive, key.path, value) not in seen_keys:
+                    seen_keys.add((key.hive, key.path, value))
                     local = as_local(PureWindowsPath(value))  # a Windows path, wherever we run
-                    found.append((local, f"{target.registry_key} -> {value}", target))
+                    found.append((local, f"{key} -> {value}", target))
                 continue
             manifest = self.local(target)
             if manifest.exists():
@@ -270,7 +274,9 @@ def host_identity(
         content = b""
     entry = record.file(registered.path) if record else None
     key = registered.target.registry_key
-    ours_here = entry is not None or bool(record and key and record.key(key))
+    ours_here = entry is not None or bool(
+        record and key and any(record.key(key.in_view(v)) for v in REGISTRY_VIEWS)
+    )
     if host is not None and any(str(host) == str(d) for d in desktop_hosts):
         if ours_here:
             return Finding(
