@@ -76,15 +76,16 @@ class LaneLayout:
 LANE = LaneLayout(REPO / "build" / "windows-lane")
 
 
-def wine_environment(base: Mapping[str, str] | None = None, **extra: str) -> dict[str, str]:
-    """`base` (default: this process's environment) plus what every Wine start needs: the
-    lane's prefix, Wine's own messages off, no Mono/Gecko installer dialog."""
-    env = dict(os.environ if base is None else base)
+def wine_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """This process's environment (without its PEDELEC_ variables) with `extra` on top,
+    plus what every Wine start needs: the lane's prefix, Wine's own messages off, no
+    Mono/Gecko installer dialog."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PEDELEC_")}
+    env.update(extra or {})
     env.update(
         WINEPREFIX=str(LANE.prefix),
         WINEDEBUG="-all",
         WINEDLLOVERRIDES="mscoree,mshtml=",
-        **extra,
     )
     env.pop("DISPLAY", None)
     return env
@@ -194,22 +195,30 @@ def start_as_chrome(
     env: Mapping[str, str],
     registry_name: str | None = None,
     manifest: str | None = None,
+    command: str | None = None,
     extension_id: str | None = None,
     no_stderr: bool = False,
+    windows_env: Mapping[str, str] | None = None,
 ) -> HostUnderTest:
     """The host as Chrome on Windows starts it: the manifest found through HKCU (or given
-    as a Windows path), then `cmd.exe /d /s /c ""<path>" chrome-extension://<id>/
+    as a Windows path; or `command`, that command line, e.g. an .exe host started directly),
+    then `cmd.exe /d /s /c ""<path>" chrome-extension://<id>/
     --parent-window=0"` with pipes for stdin and stdout, cwd the host's folder.
-    `no_stderr`: no valid stderr handle, as under NativeHostsExecutablesLaunchDirectly."""
+    `no_stderr`: no valid stderr handle, as under NativeHostsExecutablesLaunchDirectly.
+    `windows_env`: set on the Windows side (Wine drops some Unix variables, HOME among them)."""
     args = [windows_path(DRIVER)]
     if registry_name is not None:
         args += ["--registry", registry_name]
     if manifest is not None:
         args += ["--manifest", manifest]
+    if command is not None:
+        args += ["--command", command]
     if extension_id is not None:
         args += ["--extension-id", extension_id]
     if no_stderr:
         args.append("--no-stderr")
+    for name, value in (windows_env or {}).items():
+        args.append(f"--env={name}={value}")
     return HostUnderTest(python_command(), args=args, env=wine_environment(env))
 
 

@@ -26,12 +26,12 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make `tests.support` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))
 
+from tests.support.checkout import REPO, fresh_checkout
 from tests.support.wine import (
     APT_PACKAGES,
     LANE,
     MINGW_GCC,
     PROGRAMS,
-    REPO,
     LaneMissingError,
     wine_environment,
 )
@@ -169,10 +169,16 @@ def install_dependencies() -> None:
 
 
 def install_project() -> None:
-    """This tree's own wheel, built afresh, replacing the previous one."""
+    """This tree's own wheel, built afresh from a copy of its files, replacing the previous
+    one. Not from the checkout itself: setuptools walks the tree following symlinks, and
+    the Wine prefix under build/ links its Z: drive to `/`."""
     built = LANE.root / "project-wheel"
+    source = LANE.root / "project-source"
     shutil.rmtree(built, ignore_errors=True)
-    _pip("wheel", "--no-deps", "-q", "-w", str(built), str(REPO))
+    shutil.rmtree(source, ignore_errors=True)
+    fresh_checkout(source)
+    _pip("wheel", "--no-deps", "-q", "-w", str(built), str(source))
+    shutil.rmtree(source, ignore_errors=True)
     wheels = sorted(built.glob("pedelec_native_host-*.whl"))
     if len(wheels) != 1:
         raise LaneMissingError(f"pip wheel made {len(wheels)} project wheels in {built}")
