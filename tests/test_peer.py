@@ -938,6 +938,82 @@ def test_windows_dual_stack_core_in_the_ipv6_table() -> None:
     assert "the listener" in windows.judge_windows(tables, ENDS, CORE_PID, True, _sids, MY_SID)
 
 
+# Rows of GetExtendedTcpTable(AF_INET, TCP_TABLE_OWNER_PID_ALL) recorded under Wine 8 by
+# Windows CPython 3.13 (pid 32), holding a listener on 127.0.0.1:44941 and the connection
+# to it from port 53144: Wine names the owner of the process's own connecting socket and
+# gives pid 0 to the listener and to the server end (docs/security.md).
+WINE_PID = 32
+WINE_ENDS = rule.ConnectionEnds(LO, 44941, LO, 53144)
+WINE_QUEUED = (
+    "020000007f000001af8d0000000000000000000000000000",  # the listener, pid 0
+    "050000007f000001af8d00007f000001cf98000000000000",  # the server end, pid 0
+    "050000007f000001cf9800007f000001af8d000020000000",  # the host's end, pid 32
+)
+WINE_SERVER_CLOSED = (
+    "020000007f000001af8d0000000000000000000000000000",  # the listener, pid 0
+    "070000007f000001af8d00007f000001cf98000000000000",  # the server end: FIN_WAIT2
+    "080000007f000001cf9800007f000001af8d000020000000",  # the host's end: CLOSE_WAIT
+)
+
+
+def _recorded(rows: tuple[str, ...]) -> list[tuple[int, bytes]]:
+    return [(4, _table(*(bytes.fromhex(row) for row in rows))), (16, _table())]
+
+
+def _no_pid_zero(pid: int) -> bytes | None:
+    assert pid != 0, "pid 0 is nobody's: no SID is asked for it"
+    return MY_SID if pid == WINE_PID else None
+
+
+def test_windows_recorded_rows_parse() -> None:
+    records = windows.parse_windows_tcp_table(_recorded(WINE_QUEUED)[0][1], 4)
+    assert [(r.local_port, r.remote_port, r.state, r.owner) for r in records] == [
+        (44941, 0, LISTEN, 0),
+        (44941, 53144, ESTABLISHED, 0),
+        (53144, 44941, ESTABLISHED, WINE_PID),
+    ]
+    assert {r.local_ip for r in records} == {LO}
+
+
+def test_windows_unknown_owner_is_unverifiable_never_another_users() -> None:
+    tables = _recorded(WINE_QUEUED)
+    with pytest.raises(peer.PeerRefusedError) as caught:
+        windows.judge_windows(tables, WINE_ENDS, WINE_PID, True, _no_pid_zero, MY_SID)
+    assert caught.value.reason == peer.UNVERIFIABLE
+    assert "no owning process for the connection (pid 0)" in caught.value.detail
+    how = windows.judge_windows(tables, WINE_ENDS, WINE_PID, False, _no_pid_zero, MY_SID)
+    assert how.startswith(f"{peer.NOTHING}: not verified (checkRuntimePid is false)")
+    # Not accepted yet: the listener is the witness, and its owner is not known either.
+    listener_only = [(4, _table(bytes.fromhex(WINE_QUEUED[0]))), (16, _table())]
+    with pytest.raises(peer.PeerRefusedError) as caught:
+        windows.judge_windows(listener_only, WINE_ENDS, WINE_PID, True, _no_pid_zero, MY_SID)
+    assert caught.value.reason == peer.UNVERIFIABLE
+    assert "for the listener (pid 0)" in caught.value.detail
+
+
+def test_windows_known_owners_are_still_judged_next_to_unknown_ones() -> None:
+    """pid 0 elsewhere in the table changes nothing for a row whose owner is known."""
+    squatter = _tcp_row(ESTABLISHED, (LO, 8080), (LO, 50000), MALLORY_PID)
+    nobody = _tcp_row(LISTEN, (LO, 8080), (b"\0" * 4, 0), 0)
+    for check_pid in (True, False):
+        with pytest.raises(peer.PeerRefusedError) as caught:
+            _judge_windows(nobody, squatter, check_pid=check_pid)
+        assert caught.value.reason == peer.FOREIGN_OWNER
+
+
+def test_windows_server_that_closed_its_end_is_gone() -> None:
+    tables = _recorded(WINE_SERVER_CLOSED)
+    for check_pid in (True, False):
+        with pytest.raises(peer.PeerRefusedError) as caught:
+            windows.judge_windows(tables, WINE_ENDS, WINE_PID, check_pid, _no_pid_zero, MY_SID)
+        assert caught.value.reason == peer.CONNECTION_GONE
+        assert "the server closed its end" in caught.value.detail
+    time_wait = _tcp_row(11, (LO, 8080), (LO, 50000), 0)  # Windows lists it under pid 0
+    with pytest.raises(peer.PeerRefusedError) as caught:
+        _judge_windows(CLIENT_ROW, LISTENER_ROW, time_wait)
+    assert caught.value.reason == peer.CONNECTION_GONE
+
+
 # =========================================================================================
 # Pure parts: macOS (libproc), tested only through these records
 # =========================================================================================
