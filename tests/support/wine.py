@@ -65,6 +65,11 @@ class LaneLayout:
         return self.interpreter / "site-packages"
 
     @property
+    def desktop_standin(self) -> Path:
+        """tests/windows/desktop_standin.c, built."""
+        return self.root / "desktop-standin.exe"
+
+    @property
     def prefix(self) -> Path:
         return self.root / "prefix"
 
@@ -117,7 +122,13 @@ def lane_problem() -> str | None:
     missing = [name for name in ("wine", "wineserver") if not _which(name)]
     if missing:
         return f"{', '.join(missing)} not installed (tests/windows/setup_lane.py installs them)"
-    for piece in (LANE.python, LANE.pth, LANE.interpreter / "bcryptprimitives.dll"):
+    pieces = (
+        LANE.python,
+        LANE.pth,
+        LANE.interpreter / "bcryptprimitives.dll",
+        LANE.desktop_standin,
+    )
+    for piece in pieces:
         if not piece.exists():
             return f"{piece} missing: run python tests/windows/setup_lane.py"
     if not (LANE.site_packages / "native_host").is_dir():

