@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ntpath
 import os
+import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -119,7 +120,7 @@ def linux_path(path: str) -> Path:
 
 def lane_problem() -> str | None:
     """What is missing for the lane to run, or None when it is all there."""
-    missing = [name for name in ("wine", "wineserver") if not _which(name)]
+    missing = [name for name in ("wine", "wineserver") if shutil.which(name) is None]
     if missing:
         return f"{', '.join(missing)} not installed (tests/windows/setup_lane.py installs them)"
     pieces = (
@@ -136,12 +137,6 @@ def lane_problem() -> str | None:
     if not (LANE.prefix / "system.reg").exists():
         return f"no Wine prefix at {LANE.prefix}: run python tests/windows/setup_lane.py"
     return None
-
-
-def _which(name: str) -> bool:
-    import shutil
-
-    return shutil.which(name) is not None
 
 
 def require_lane() -> None:

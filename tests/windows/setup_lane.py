@@ -75,21 +75,36 @@ def _run(command: list[str], **kwargs: object) -> None:
         )
 
 
+def _missing_packages() -> list[str]:
+    """The lane's Debian packages not installed (by dpkg; by their programs elsewhere)."""
+    if shutil.which("dpkg-query") is None:
+        return [] if all(shutil.which(name) for name in PROGRAMS) else list(APT_PACKAGES)
+    return [
+        package
+        for package in APT_PACKAGES
+        if "install ok installed"
+        not in subprocess.run(
+            ["dpkg-query", "-W", "-f=${Status}", package],
+            capture_output=True, text=True, check=False,
+        ).stdout
+    ]  # fmt: skip
+
+
 def install_system_packages() -> None:
-    missing = [name for name in PROGRAMS if shutil.which(name) is None]
+    missing = _missing_packages()
     if not missing:
         return
     if os.geteuid() != 0:
         raise LaneMissingError(
-            f"{', '.join(missing)} not found; install them: "
+            f"{', '.join(missing)} not installed; install them: "
             f"sudo apt-get install {' '.join(APT_PACKAGES)}"
         )
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     _run(["apt-get", "update", "-qq"], env=env)
-    _run(["apt-get", "install", "-y", "-qq", *APT_PACKAGES], env=env)
+    _run(["apt-get", "install", "-y", "-qq", *missing], env=env)
     still = [name for name in PROGRAMS if shutil.which(name) is None]
-    if still:
-        raise LaneMissingError(f"{', '.join(still)} still missing after apt-get install")
+    if still or _missing_packages():
+        raise LaneMissingError(f"{', '.join(still or missing)} still missing after apt-get")
 
 
 def _pip(*args: str) -> None:
