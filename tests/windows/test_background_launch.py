@@ -39,9 +39,11 @@ def program_files(lane: None, tmp_path: Path) -> Iterator[Path]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+@pytest.mark.parametrize("spelling", ["drive", "extended"])
 def test_desktop_under_program_files_is_launched_and_the_request_answered(
-    wine_world: WineWorld, program_files: Path
+    wine_world: WineWorld, program_files: Path, spelling: str
 ) -> None:
+    """`extended`: the same path as `\\\\?\\C:\\...`, a form the walk must root too."""
     desktop = program_files / "Pedelec.exe"
     shutil.copy(LANE.desktop_standin, desktop)
     home = wine_world.env["PEDELEC_HOME"]
@@ -49,6 +51,8 @@ def test_desktop_under_program_files_is_launched_and_the_request_answered(
     (program_files / "Pedelec.cmdline").write_text(core, encoding="utf-8")
     executable = windows_path(desktop)
     assert executable.startswith("C:\\Program Files\\Pedelec ")
+    if spelling == "extended":
+        executable = "\\\\?\\" + executable
     launch = {"version": 1, "executablePath": executable, "backgroundArgs": ["--background"]}
     (wine_world.home / "app-launch.json").write_text(json.dumps(launch))
     wine_world.write_config(
