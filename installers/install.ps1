@@ -23,7 +23,9 @@ A failed install leaves the previous state.
 Pedelec Desktop rewrites HKCU\Software\Google\Chrome\NativeMessagingHosts\cc.isaaclin.pedelec
 at every foreground start; run this again (or `doctor`) if Chrome stops reaching this build.
 #>
-[CmdletBinding()]
+# No positional binding: the documented `-- --extension-id <id>` must reach $InstallArgs, not
+# -Bundle and -Prefix (with [CmdletBinding()] alone bare words bind by declaration order).
+[CmdletBinding(PositionalBinding = $false)]
 param(
     [string]$Bundle = "",
     [string]$Prefix = "",

@@ -182,7 +182,13 @@ def claim_stdout() -> int:
     """
     frames_fd = os.dup(1)
     os.set_inheritable(frames_fd, False)
-    os.dup2(2, 1)
+    try:
+        os.fstat(2)  # Windows: an fd 2 without a handle behind it dup2s fine but fails here
+        os.dup2(2, 1)
+    except OSError:  # no stderr: an .exe host Chrome starts directly (Windows policy)
+        _null_stdio()
+    if sys.stderr is None:
+        sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - lives as long as the process
     sys.stdout = sys.stderr
     if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
         import msvcrt
@@ -193,10 +199,20 @@ def claim_stdout() -> int:
     return frames_fd
 
 
+def _null_stdio() -> None:
+    """Point fds 1 and 2 at the null device, for a host given no valid stderr (Chrome's
+    NativeHostsExecutablesLaunchDirectly starts an .exe host without one)."""
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 1)
+    os.dup2(null, 2)
+    os.close(null)
+
+
 def _redirect_windows_stdout_handle() -> None:  # pragma: no cover - Windows only
     import ctypes
     import msvcrt
 
     std_output_handle = -11
     kernel32 = ctypes.windll.kernel32  # type: ignore[attr-defined]
-    kernel32.SetStdHandle(std_output_handle, msvcrt.get_osfhandle(2))  # type: ignore[attr-defined]
+    handle = ctypes.c_void_p(msvcrt.get_osfhandle(2))  # type: ignore[attr-defined]
+    kernel32.SetStdHandle(std_output_handle, handle)

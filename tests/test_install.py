@@ -555,6 +555,35 @@ def test_launcher_quoting_survives_spaces_and_quotes() -> None:
     assert installer.launcher_interpreter("#!/bin/sh\nexec /usr/bin/other\n") is None
 
 
+PROFILE = "C:\\Users\\O'Brien Jos\u00e9"
+"""A profile whose path holds an apostrophe and a letter outside ASCII."""
+
+
+def test_windows_launcher_under_an_odd_profile_is_ascii_and_relative_to_itself() -> None:
+    """cmd.exe reads a batch file in the OEM code page, and a `"` inside the code string
+    ends the `-c` argument: the batch file names the venv relative to `%~dp0` and the
+    site directories as hex-encoded strings, all in ASCII."""
+    python = PROFILE + r"\venv\Scripts\python.exe"
+    site = PROFILE + r"\venv\Lib\site-packages"
+    folder = PROFILE + r"\AppData\Local\pedelec-native-host"
+    data = installer.launcher_text(locations.Os.WIN32, python, [site], folder, lambda _: None)
+    text = data.decode("ascii")
+    assert text.startswith('@"%~dp0..\\..\\..\\venv\\Scripts\\python.exe" -I -S -c "')
+    code = text.split(' -c "', 1)[1].rsplit('" %*', 1)[0]
+    assert '"' not in code and site.encode().hex() in code
+    assert installer.launcher_interpreter(text, folder) == python
+
+
+def test_windows_launcher_falls_back_to_the_short_name_or_refuses() -> None:
+    python = PROFILE + r"\venv\Scripts\python.exe"
+    elsewhere = r"D:\hosts"
+    short = r"C:\Users\OBRIEN~1\venv\Scripts\python.exe"
+    data = installer.launcher_text(locations.Os.WIN32, python, (), elsewhere, lambda _: short)
+    assert data.decode("ascii").startswith(f'@"{short}" -I -c "')
+    with pytest.raises(ValueError, match="ASCII"):
+        installer.launcher_text(locations.Os.WIN32, python, (), elsewhere, lambda _: None)
+
+
 # --- the interpreter baked into the launcher (issue 12) ---------------------------------
 def test_install_from_an_editable_checkout_refuses_without_force(
     tmp_path: Path, env: dict[str, str]

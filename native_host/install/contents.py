@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import shlex
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from native_host import HOST_NAME
 from native_host.install import locations
@@ -40,7 +40,13 @@ def render_manifest(host_path: str, extra_ids: Sequence[str]) -> bytes:
     return (json.dumps(manifest, indent=2) + "\n").encode()
 
 
-def launcher_text(os_name: Os, python: str, import_paths: Sequence[str] = ()) -> bytes:
+def launcher_text(
+    os_name: Os,
+    python: str,
+    import_paths: Sequence[str] = (),
+    launcher_dir: str | None = None,
+    short_path: Callable[[str], str | None] | None = None,
+) -> bytes:
     """A script Chrome can execute that runs this package with this interpreter.
 
     Chrome starts the host for every burst of page activity, so the launcher skips what a
@@ -49,28 +55,98 @@ def launcher_text(os_name: Os, python: str, import_paths: Sequence[str] = ()) ->
     install in site directories), `-S` with those paths instead of `site` (about 1 ms),
     after the standard library's, as `site` would put them (every stdlib import would
     otherwise look in them first).
+
+    On Windows the batch file is ASCII (cmd.exe reads it in the OEM code page, so
+    `C:\\Users\\José` would reach it as `Jos├®`) and its code string holds no `"` (a
+    path holding `'` would make `repr` use one and end the `-c` argument): see
+    `windows_launcher`.
     """
     options = " ".join(INTERPRETER_OPTIONS) + (" -S" if import_paths else "")
+    if os_name is Os.WIN32:
+        return windows_launcher(python, options, import_paths, launcher_dir, short_path)
     entry = ENTRY
     if import_paths:
         rest = ENTRY.removeprefix("import sys; ")
         entry = f"import sys; sys.path += {list(import_paths)!r}; {rest}"
-    if os_name is Os.WIN32:
-        # In a batch file `%` must be doubled; a Windows path cannot contain `"`.
-        code = entry.replace("%", "%%")
-        return f'@"{python.replace("%", "%%")}" {options} -c "{code}" %*\r\n'.encode()
     quoted = shlex.quote(python)
     return (
         f'#!/bin/sh\n{LAUNCHER_MARK}\nexec {quoted} {options} -c {shlex.quote(entry)} "$@"\n'
     ).encode()
 
 
-def launcher_interpreter(text: str) -> str | None:
+def _batch_safe(text: str) -> bool:
+    """Whether cmd.exe reads `text` in a quoted batch-file word as written: printable
+    ASCII (the same in every OEM code page) without `"` (`%` is doubled on writing)."""
+    return all(" " <= char <= "~" for char in text) and '"' not in text
+
+
+def _python_string(text: str) -> str:
+    """A Python expression for `text` made of batch-safe characters without `"`."""
+    if _batch_safe(text) and "'" not in text:
+        return repr(text)
+    return f"bytes.fromhex('{text.encode().hex()}').decode()"
+
+
+def batch_interpreter(
+    python: str, launcher_dir: str | None, short_path: Callable[[str], str | None] | None
+) -> str:
+    """How the batch file names the interpreter in ASCII: as it is; else relative to the
+    batch file's own folder (`%~dp0`, the usual case of a venv under the same profile);
+    else its 8.3 short name. ValueError when none of them is ASCII."""
+    import ntpath
+
+    if _batch_safe(python):
+        return python
+    if launcher_dir is not None:
+        try:
+            relative = ntpath.relpath(python, launcher_dir)
+        except ValueError:  # another drive
+            relative = ""
+        if relative and _batch_safe(relative):
+            return "%~dp0" + relative
+    short = short_path(python) if short_path is not None else None
+    if short and _batch_safe(short):
+        return short
+    raise ValueError(
+        f"{python} cannot be named in a batch file (cmd.exe reads it in the OEM code page): "
+        "install into a folder whose path is ASCII, or use the frozen build"
+    )
+
+
+def windows_launcher(
+    python: str,
+    options: str,
+    import_paths: Sequence[str],
+    launcher_dir: str | None,
+    short_path: Callable[[str], str | None] | None,
+) -> bytes:
+    """The ASCII batch file: `%` doubled everywhere, paths in the code as Python strings
+    without `"` (hex when a path is not plain ASCII)."""
+    entry = ENTRY
+    if import_paths:
+        rest = ENTRY.removeprefix("import sys; ")
+        listed = ", ".join(_python_string(path) for path in import_paths)
+        entry = f"import sys; sys.path += [{listed}]; {rest}"
+    spelled = batch_interpreter(python, launcher_dir, short_path)
+    relative = spelled.startswith("%~dp0")
+    head = ("%~dp0" if relative else "") + spelled.removeprefix("%~dp0").replace("%", "%%")
+    code = entry.replace("%", "%%")
+    return f'@"{head}" {options} -c "{code}" %*\r\n'.encode("ascii")
+
+
+def launcher_interpreter(text: str, launcher_dir: str | None = None) -> str | None:
     """The interpreter a launcher written by `launcher_text` runs, or None if the text is
-    not such a launcher (doctor uses this to explain a host that cannot start)."""
+    not such a launcher (doctor uses this to explain a host that cannot start);
+    `launcher_dir` resolves a batch file's `%~dp0`."""
     for line in text.splitlines():
         if line.startswith('@"'):
-            return line[2:].split('"', 1)[0].replace("%%", "%")
+            spelled = line[2:].split('"', 1)[0]
+            if spelled.startswith("%~dp0"):
+                import ntpath
+
+                relative = spelled.removeprefix("%~dp0").replace("%%", "%")
+                return ntpath.normpath(ntpath.join(launcher_dir or "", relative))
+            return spelled.replace("%%", "%")
         if line.startswith("exec ") and LAUNCHER_MARK in text:
             try:
                 words = shlex.split(line)

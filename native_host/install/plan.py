@@ -18,7 +18,7 @@ from pathlib import Path, PurePath
 from typing import Any, TextIO
 
 from native_host import files, paths
-from native_host.install import flatpak, interpreter, locations
+from native_host.install import flatpak, interpreter, locations, shortname
 from native_host.install.contents import launcher_name, launcher_text, render_manifest
 from native_host.install.locations import BrowserRow, Os, RegistryKey, Sandbox, Scope, Target
 from native_host.install.record import FLATPAK_WRAPPER, LAUNCHER, MANIFEST
@@ -300,9 +300,15 @@ def _host_path(
     else:
         directory = as_local(locations.launcher_dir(ctx.platform, ctx.env, ctx.home, Scope.SYSTEM))
     launcher = directory / launcher_name(ctx.os)
+    try:
+        text = launcher_text(
+            ctx.os, ctx.executable, import_paths, str(directory), shortname.short_path
+        )
+    except ValueError as exc:
+        raise InstallError(f"cannot write the launcher: {exc}") from None
     write = FileWrite(
         launcher,
-        launcher_text(ctx.os, ctx.executable, import_paths),
+        text,
         file_mode(options.scope, executable=True),
         LAUNCHER,
         (),

@@ -1,5 +1,5 @@
 """The Windows lane: the official Windows CPython 3.13 under Wine, running the host the way
-Chrome on Windows does (docs/testing.md, ../shared/WINDOWS-UNDER-WINE.md).
+Chrome on Windows does (README.md, "Try it", says how to run it).
 
 tests/windows/setup_lane.py builds the lane under build/windows-lane/; this module knows its
 layout and runs Windows programs there. Every Windows process gets pipes for stdin and
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ntpath
 import os
+import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -65,6 +66,11 @@ class LaneLayout:
         return self.interpreter / "site-packages"
 
     @property
+    def desktop_standin(self) -> Path:
+        """tests/windows/desktop_standin.c, built."""
+        return self.root / "desktop-standin.exe"
+
+    @property
     def prefix(self) -> Path:
         return self.root / "prefix"
 
@@ -76,15 +82,16 @@ class LaneLayout:
 LANE = LaneLayout(REPO / "build" / "windows-lane")
 
 
-def wine_environment(base: Mapping[str, str] | None = None, **extra: str) -> dict[str, str]:
-    """`base` (default: this process's environment) plus what every Wine start needs: the
-    lane's prefix, Wine's own messages off, no Mono/Gecko installer dialog."""
-    env = dict(os.environ if base is None else base)
+def wine_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """This process's environment (without its PEDELEC_ variables) with `extra` on top,
+    plus what every Wine start needs: the lane's prefix, Wine's own messages off, no
+    Mono/Gecko installer dialog."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PEDELEC_")}
+    env.update(extra or {})
     env.update(
         WINEPREFIX=str(LANE.prefix),
         WINEDEBUG="-all",
         WINEDLLOVERRIDES="mscoree,mshtml=",
-        **extra,
     )
     env.pop("DISPLAY", None)
     return env
@@ -113,10 +120,16 @@ def linux_path(path: str) -> Path:
 
 def lane_problem() -> str | None:
     """What is missing for the lane to run, or None when it is all there."""
-    missing = [name for name in ("wine", "wineserver") if not _which(name)]
+    missing = [name for name in ("wine", "wineserver") if shutil.which(name) is None]
     if missing:
         return f"{', '.join(missing)} not installed (tests/windows/setup_lane.py installs them)"
-    for piece in (LANE.python, LANE.pth, LANE.interpreter / "bcryptprimitives.dll"):
+    pieces = (
+        LANE.python,
+        LANE.pth,
+        LANE.interpreter / "bcryptprimitives.dll",
+        LANE.desktop_standin,
+    )
+    for piece in pieces:
         if not piece.exists():
             return f"{piece} missing: run python tests/windows/setup_lane.py"
     if not (LANE.site_packages / "native_host").is_dir():
@@ -124,12 +137,6 @@ def lane_problem() -> str | None:
     if not (LANE.prefix / "system.reg").exists():
         return f"no Wine prefix at {LANE.prefix}: run python tests/windows/setup_lane.py"
     return None
-
-
-def _which(name: str) -> bool:
-    import shutil
-
-    return shutil.which(name) is not None
 
 
 def require_lane() -> None:
@@ -194,22 +201,30 @@ def start_as_chrome(
     env: Mapping[str, str],
     registry_name: str | None = None,
     manifest: str | None = None,
+    command: str | None = None,
     extension_id: str | None = None,
     no_stderr: bool = False,
+    windows_env: Mapping[str, str] | None = None,
 ) -> HostUnderTest:
     """The host as Chrome on Windows starts it: the manifest found through HKCU (or given
-    as a Windows path), then `cmd.exe /d /s /c ""<path>" chrome-extension://<id>/
+    as a Windows path; or `command`, that command line, e.g. an .exe host started directly),
+    then `cmd.exe /d /s /c ""<path>" chrome-extension://<id>/
     --parent-window=0"` with pipes for stdin and stdout, cwd the host's folder.
-    `no_stderr`: no valid stderr handle, as under NativeHostsExecutablesLaunchDirectly."""
+    `no_stderr`: no valid stderr handle, as under NativeHostsExecutablesLaunchDirectly.
+    `windows_env`: set on the Windows side (Wine drops some Unix variables, HOME among them)."""
     args = [windows_path(DRIVER)]
     if registry_name is not None:
         args += ["--registry", registry_name]
     if manifest is not None:
         args += ["--manifest", manifest]
+    if command is not None:
+        args += ["--command", command]
     if extension_id is not None:
         args += ["--extension-id", extension_id]
     if no_stderr:
         args.append("--no-stderr")
+    for name, value in (windows_env or {}).items():
+        args.append(f"--env={name}={value}")
     return HostUnderTest(python_command(), args=args, env=wine_environment(env))
 
 

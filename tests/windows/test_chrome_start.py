@@ -14,7 +14,7 @@ import pytest
 
 from native_host import HOST_NAME
 from native_host.errors import MSG_NOT_JSON, STAGE_PARSE_MESSAGE, STAGE_READ_LAUNCH_CONFIG
-from tests.support.wine import linux_path, run_code
+from tests.support.wine import linux_path, run_code, windows_path
 from tests.support.wine_world import WineWorld
 
 pytestmark = [
@@ -83,6 +83,22 @@ def test_started_through_cmd_frames_binary_safely_and_exits_on_eof(installed: Wi
     assert response["error"]["details"]["stage"] == STAGE_READ_LAUNCH_CONFIG, response
     host.close_stdin()
     assert host.proc.wait(60) == 0, host.stderr
+
+
+def test_started_through_cmd_answers_from_the_dev_core(
+    installed: WineWorld, tmp_path: Path
+) -> None:
+    """The dev Core runs on Linux loopback; its pid means nothing under Wine, and Wine names
+    no owner for its socket, so the world opts out of the pid check (docs/security.md)."""
+    core_home = tmp_path / "core-home"
+    installed.start_core(home=core_home)
+    installed.write_config({"checkRuntimePid": False})
+    host = installed.start_as_chrome(
+        registry_name=HOST_NAME, env={"PEDELEC_HOME": windows_path(core_home)}
+    )
+    response = host.request({"type": "ping", "requestId": "core"}, timeout=60)
+    assert response["ok"] is True, (response, host.stderr)
+    assert response["result"]["connected"] is True
 
 
 def test_uninstall_leaves_no_key(lane: None, tmp_path: Path) -> None:

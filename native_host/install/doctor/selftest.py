@@ -46,7 +46,7 @@ class Exit:
                 text = handle.read(MAX_SCRIPT_BYTES).decode("utf-8", "replace")
         except OSError:
             return None
-        return launcher_interpreter(text)
+        return launcher_interpreter(text, str(self.host.parent))
 
 
 def _interpreter_gone(facts: Exit) -> tuple[str, str] | None:
