@@ -5,9 +5,11 @@ enters, as invalid JSON. That covers
 - non-finite numbers: `NaN`, `Infinity`, and numbers too large for a double (`1e400`,
   which Python would read as infinity and could not write back);
 - lone surrogate escapes (`"\\ud800"`): valid JSON text, but not Unicode, so not UTF-8;
-- malformed UTF-8, integers longer than Python converts, nesting too deep to parse.
+- malformed UTF-8, integers longer than Python converts;
+- nesting deeper than MAX_DEPTH containers (`NestingTooDeepError`): past it Chromium's
+  JSON reader stops, and Python's encoder could not always write back what it read.
 Everything `decode` accepts, `encode` writes back: compact, non-ASCII literal (spec 0.3
-rules 6 and 7).
+rules 6 and 7), and the browser can read it.
 """
 
 from __future__ import annotations
@@ -31,6 +33,21 @@ class InvalidJsonError(ValueError):
     def __init__(self, reason: str, document: Any = None) -> None:
         super().__init__(reason)
         self.document = document
+
+
+MAX_DEPTH = 199
+"""The deepest nesting of arrays and objects a message may have (`[]` is depth 1).
+
+Chromium's base::JSONReader refuses 200 nested containers (base/json/json_common.h,
+kAbsoluteMaxDepth = 200, too deep once the depth reaches it); Chromium 156 itself hands
+the extension frames nested at least 500 deep (tests/e2e), so 199 is read by the
+strictest reader on the way, and Python re-encodes it on any thread's stack. A frame the
+host relays is as deep as the Core line it came from, so refusing deeper Core lines (and
+deeper page frames) keeps every frame readable."""
+
+
+class NestingTooDeepError(InvalidJsonError):
+    """Valid JSON whose containers nest deeper than MAX_DEPTH; `document` is what it parsed to."""
 
 
 def _reject_constant(name: str) -> Any:
@@ -73,8 +90,8 @@ def decode(data: bytes) -> Any:
         value, end = _DECODER.raw_decode(text)  # one call; decode() adds two regex matches
         if end != len(text) and text[end:].strip(_BLANKS):
             raise ValueError(f"Extra data: line 1 column {end + 1} (char {end})")
-    except RecursionError:
-        raise InvalidJsonError("JSON nesting is too deep") from None
+    except RecursionError:  # deeper than Python parses: the document is not known
+        raise NestingTooDeepError(f"JSON nesting is deeper than {MAX_DEPTH} levels") from None
     except _NumberTooLargeError as exc:
         try:
             document = _SYNTAX_DECODER.decode(text)
@@ -85,9 +102,33 @@ def decode(data: bytes) -> Any:
         raise
     except ValueError as exc:
         raise InvalidJsonError(str(exc)) from None
+    if too_deep(data, value):
+        raise NestingTooDeepError(f"JSON nesting is deeper than {MAX_DEPTH} levels", value)
     if _SURROGATE_ESCAPE.search(data):  # then check properly: a pair is fine
         _refuse_lone_surrogates(value)
     return value
+
+
+def too_deep(data: bytes, value: Any) -> bool:
+    """Whether `value` (which `data` encodes) nests deeper than MAX_DEPTH.
+
+    Counting brackets in the bytes is fast and bounds the depth from above, so the
+    containers are walked (level by level, no recursion) only when there are enough.
+    """
+    if data.count(b"[") + data.count(b"{") <= MAX_DEPTH:
+        return False
+    level = [value] if isinstance(value, dict | list) else []
+    depth = 0
+    while level:
+        depth += 1
+        if depth > MAX_DEPTH:
+            return True
+        inner: list[Any] = []
+        for container in level:
+            items = container.values() if isinstance(container, dict) else container
+            inner.extend(item for item in items if isinstance(item, dict | list))
+        level = inner
+    return False
 
 
 def _refuse_lone_surrogates(value: Any) -> None:

@@ -261,6 +261,10 @@ class Subscriptions:
                 continue
             try:
                 parsed = codec.decode(line)
+            except codec.NestingTooDeepError as exc:
+                if not batch.flush() or not self._too_deep_line(sub, exc.document):
+                    return
+                continue
             except codec.InvalidJsonError as exc:
                 error = events.stream_error(
                     errors.IPC_UNAVAILABLE, errors.MSG_EVENT_NOT_JSON, error=str(exc)
@@ -333,6 +337,27 @@ class Subscriptions:
             )
             return True
         return self._stream_failure(sub, events.oversize_line_error(line.size, event_type))
+
+    def _too_deep_line(self, sub: Subscription, document: Any) -> bool:
+        """A line nested deeper than codec.MAX_DEPTH: treated like an oversize one (spec
+        7.8): informational events are dropped, others become an error; the stream goes on."""
+        if not _is_thread_event(document):
+            log.info(
+                "skipped a deep Core stream line that is not a thread_event (%s)", sub.thread_id
+            )
+            return True
+        event: dict[str, Any] = document["event"]
+        if event.get("type") in events.INFORMATIONAL_TYPES:
+            log.warning(
+                "skipped %s event nested deeper than %d levels (%s)",
+                event.get("type"),
+                codec.MAX_DEPTH,
+                sub.thread_id,
+            )
+            return True
+        if not self._stream_failure(sub, events.too_deep_event_error(event, codec.MAX_DEPTH)):
+            return False
+        return self._after_event(sub, event)
 
     def _stream_failure(self, sub: Subscription, error: dict[str, Any]) -> bool:
         """A bad line or event: legacy streams get a synthetic event and go on; current
