@@ -95,7 +95,9 @@ def decode(data: bytes) -> Any:
     except _NumberTooLargeError as exc:
         try:
             document = _SYNTAX_DECODER.decode(text)
-        except (ValueError, RecursionError):
+        except RecursionError:
+            raise NestingTooDeepError(f"JSON nesting is deeper than {MAX_DEPTH} levels") from None
+        except ValueError:
             document = None
         raise InvalidJsonError(str(exc), document) from None
     except InvalidJsonError:

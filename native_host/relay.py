@@ -24,7 +24,7 @@ from native_host.framing import (
     OversizeFrame,
     claim_stdout,
     read_frame,
-    recover_request_id,
+    top_level_request_id,
 )
 from native_host.gateway import CoreGateway
 from native_host.messages import NativeRequest
@@ -136,7 +136,7 @@ class Relay:
             )
             request_id = messages.request_id_of(exc.document)
             if exc.document is None and isinstance(exc, codec.NestingTooDeepError):
-                request_id = recover_request_id(body)  # the extension writes it last
+                request_id = top_level_request_id(body)
             self.outbox.fail(request_id, None, error)
             return
         request_id = messages.request_id_of(message)
