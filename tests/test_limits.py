@@ -7,6 +7,7 @@ descriptors are counted from /proc while the load is on.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from native_host.devcore import DevCore
 from native_host.errors import MSG_INTERNAL
 from tests.support.world import HostWorld
 
@@ -47,25 +49,41 @@ def busy(reply: dict[str, Any]) -> str | None:
     return str(error["details"]["reason"])
 
 
+def replies_until_the_rest_are_held(
+    host: Any, core: DevCore, count: int, timeout: float = 300
+) -> list[dict[str, Any]]:
+    """Read replies until every one of `count` requests is answered or held at the dev
+    Core's gate (`gate_types`): then the load is at its peak, however slow the machine."""
+    replies: list[dict[str, Any]] = []
+    deadline = time.monotonic() + timeout
+    while len(replies) + core.gated < count:
+        assert time.monotonic() < deadline, f"{len(replies)} answered, {core.gated} held"
+        with contextlib.suppress(TimeoutError):
+            replies.append(host.read(timeout=0.2))
+    return replies
+
+
 def test_five_thousand_slow_requests_are_answered_with_threads_and_fds_bounded(
     world: HostWorld,
 ) -> None:
-    world.start_core(
+    core = world.start_core(
         "legacy",
-        delay_ms={"send_text": 1500},
+        gate_types={"send_text"},
         canned_responses={"send_text": {"ok": True, "result": {"threadId": "t000001"}}},
     )
     host = world.start_host()
     for index in range(5000):
         host.send({"type": "send_text", "requestId": f"r{index}", "threadId": "t1", "message": "x"})
-    time.sleep(0.5)
+    refused = replies_until_the_rest_are_held(host, core, 5000)
+    held = core.gated
     peak_threads, peak_fds = threads_of(host.proc.pid), fds_of(host.proc.pid)
-    replies = [host.read(timeout=30) for _ in range(5000)]
+    core.open_gate()
+    answered = [host.read(timeout=60) for _ in range(held)]
+    replies = refused + answered
     assert sorted(r["requestId"] for r in replies) == sorted(f"r{i}" for i in range(5000))
-    answered = [r for r in replies if r["ok"]]
-    refused = [busy(r) for r in replies if not r["ok"]]
-    assert set(refused) == {"in_flight_requests"}
-    assert 32 <= len(answered) <= 64 + 5, len(answered)
+    assert {busy(r) for r in refused} == {"in_flight_requests"}
+    assert all(r["ok"] for r in answered), answered
+    assert 32 <= held <= 64, held
     assert peak_threads < 100, peak_threads
     assert peak_fds < 100, peak_fds
     assert host.request({"type": "ping", "requestId": "after"})["ok"]
@@ -105,9 +123,9 @@ def test_five_thousand_subscriptions_stay_within_the_cap(world: HostWorld) -> No
 def test_megabyte_requests_in_flight_are_capped_by_bytes_and_memory_stays_bounded(
     world: HostWorld,
 ) -> None:
-    world.start_core(
+    core = world.start_core(
         "legacy",
-        delay_ms={"send_text": 3000},
+        gate_types={"send_text"},
         canned_responses={"send_text": {"ok": True, "result": {"threadId": "t000001"}}},
     )
     host = world.start_host()
@@ -116,12 +134,14 @@ def test_megabyte_requests_in_flight_are_capped_by_bytes_and_memory_stays_bounde
         host.send(
             {"type": "send_text", "requestId": f"r{index}", "threadId": "t1", "message": text}
         )
-    time.sleep(1.0)
-    rss = rss_kib(host.proc.pid)
-    replies = [host.read(timeout=60) for _ in range(300)]
-    reasons = {busy(r) for r in replies if not r["ok"]}
-    assert reasons == {"in_flight_bytes"}
-    assert sum(1 for r in replies if r["ok"]) <= 33
+    refused = replies_until_the_rest_are_held(host, core, 300)
+    held = core.gated
+    rss = rss_kib(host.proc.pid)  # every admitted megabyte is in flight now
+    core.open_gate()
+    answered = [host.read(timeout=60) for _ in range(held)]
+    assert {busy(r) for r in refused} == {"in_flight_bytes"}
+    assert all(r["ok"] for r in answered), answered
+    assert 1 <= held <= 33, held
     assert rss < 250_000, f"{rss} KiB with 300 MB sent"
 
 
@@ -150,9 +170,9 @@ def test_a_huge_page_supplied_run_timeout_neither_crashes_nor_holds_forever(
 
 def test_out_of_file_descriptors_is_a_resource_error_not_a_launch(world: HostWorld) -> None:
     """At the fd limit, reading runtime.json must not look like "the Core is down"."""
-    world.start_core(
+    core = world.start_core(
         "legacy",
-        delay_ms={"send_text": 2000},
+        gate_types={"send_text"},
         canned_responses={"send_text": {"ok": True, "result": {"threadId": "t000001"}}},
     )
     marker = world.root / "launched"
@@ -166,7 +186,11 @@ def test_out_of_file_descriptors_is_a_resource_error_not_a_launch(world: HostWor
     host = world.start_host(prefix=("prlimit", "--nofile=24:24", "--"))
     for index in range(40):
         host.send({"type": "send_text", "requestId": f"r{index}", "threadId": "t1", "message": "x"})
-    replies = [host.read(timeout=30) for _ in range(40)]
+    refused = replies_until_the_rest_are_held(host, core, 40)  # each held one holds an fd
+    held = core.gated
+    core.open_gate()
+    replies = refused + [host.read(timeout=30) for _ in range(held)]
+    assert sorted(r["requestId"] for r in replies) == sorted(f"r{i}" for i in range(40))
     codes = {r["error"]["code"] for r in replies if not r["ok"]}
     assert "HOST_RESOURCES_EXHAUSTED" in codes, replies
     assert codes <= {"HOST_RESOURCES_EXHAUSTED"}, codes
