@@ -70,6 +70,8 @@ class Faults(_Model):
     gate_types: set[str] = Field(default_factory=set)
     """Hold such a request, read and recorded, until the test opens the gate
     (`DevCore.open_gate`): "many requests in flight at once" without trusting a delay."""
+    gate_stream_events: bool = False
+    """Hold every stream event (in order) until the test opens the gate, like `gate_types`."""
     close_on_accept: int = Field(default=0, ge=0)
     """Close this many connections right after accepting them, before reading a byte (a
     Core shutting down or overloaded: the listener is there, the answer never comes)."""
@@ -178,8 +180,7 @@ class FaultInjector:
         self._current = current
         self._hard_exit = hard_exit
         self._lock = threading.Lock()
-        self._gate = threading.Condition(self._lock)
-        self._gate_open = False
+        self._gate = threading.Event()
         self._gated = 0
         self._closed_on_accept = 0
 
@@ -198,19 +199,19 @@ class FaultInjector:
             return self._gated
 
     def open_gate(self) -> None:
-        """Let every held request (and every later one) through."""
-        with self._gate:
-            self._gate_open = True
-            self._gate.notify_all()
+        """Let every held request and stream event (and every later one) through."""
+        self._gate.set()
 
     def _wait_at_gate(self) -> bool:
         """Hold until the gate opens; False if the Core stops first."""
-        with self._gate:
+        with self._lock:
             self._gated += 1
-            try:
-                while not self._gate_open and not self._stop.is_set():
-                    self._gate.wait(0.5)  # wakes to notice a stop
-            finally:
+        try:
+            while not self._gate.wait(0.5):  # wakes to notice a stop
+                if self._stop.is_set():
+                    return False
+        finally:
+            with self._lock:
                 self._gated -= 1
         return not self._stop.is_set()
 
@@ -301,6 +302,7 @@ class FaultInjector:
             thread_id,
             hold_ms=faults.hold_stream_events_ms,
             close_after=faults.close_stream_after_events,
+            gate=self._gate if faults.gate_stream_events else None,
         )
         wire.streams.append(subscriber)
         return subscriber
