@@ -104,33 +104,44 @@ def decode(data: bytes) -> Any:
         raise
     except ValueError as exc:
         raise InvalidJsonError(str(exc)) from None
-    if too_deep(data, value):
+    if too_deep(value, data):
         raise NestingTooDeepError(f"JSON nesting is deeper than {MAX_DEPTH} levels", value)
     if _SURROGATE_ESCAPE.search(data):  # then check properly: a pair is fine
         _refuse_lone_surrogates(value)
     return value
 
 
-def too_deep(data: bytes, value: Any) -> bool:
-    """Whether `value` (which `data` encodes) nests deeper than MAX_DEPTH.
+def _brackets(data: bytes) -> int:
+    return data.count(b"[") + data.count(b"{")
 
-    Counting brackets in the bytes is fast and bounds the depth from above, so the
-    containers are walked (level by level, no recursion) only when there are enough.
+
+def too_deep(value: Any, data: bytes | None = None) -> bool:
+    """Whether `value` (decoded from `data`, if given) nests deeper than MAX_DEPTH.
+
+    Level by level (no recursion), looking only at what the JSON codec makes (exact
+    dicts and lists), stopping at the first empty level: a 512 KiB text costs
+    microseconds. A walk over many items (a long listing) gets dearer than counting
+    brackets in `data`, which bounds the depth from above; past one item per 32 bytes
+    the count decides, and only more than MAX_DEPTH brackets resume the walk.
     """
-    if data.count(b"[") + data.count(b"{") <= MAX_DEPTH:
-        return False
-    level = [value] if isinstance(value, dict | list) else []
-    depth = 0
-    while level:
-        depth += 1
-        if depth > MAX_DEPTH:
-            return True
+    budget = -1 if data is None else len(data) // 32
+    level = [value] if type(value) is dict or type(value) is list else []
+    for _ in range(MAX_DEPTH):
+        if not level:
+            return False
         inner: list[Any] = []
+        add = inner.append
         for container in level:
-            items = container.values() if isinstance(container, dict) else container
-            inner.extend(item for item in items if isinstance(item, dict | list))
+            items = container.values() if type(container) is dict else container
+            if budget >= 0:
+                budget -= len(items)
+                if budget < 0 and data is not None and _brackets(data) <= MAX_DEPTH:
+                    return False
+            for item in items:
+                if type(item) is dict or type(item) is list:
+                    add(item)
         level = inner
-    return False
+    return bool(level)
 
 
 def _refuse_lone_surrogates(value: Any) -> None:

@@ -26,17 +26,12 @@ class Outbox:
         self.writer = writer
 
     def respond(self, request_id: str, kind: str | None, response: dict[str, Any]) -> bool:
-        """Write a response; one that would exceed 1 MiB becomes an error (spec 7.7, 9.4),
-        and so does one nested deeper than the browser reads (codec.MAX_DEPTH).
+        """Write a response; one that would exceed 1 MiB becomes an error (spec 7.7, 9.4).
 
         If even that error cannot fit (a requestId of nearly 1 MiB), it goes out with
         requestId "": the extension could not have matched it anyway.
         """
         body = codec.encode(response)
-        if codec.too_deep(body, response):  # a Core result the host wrapped deeper
-            log.warning("response %.64s (%s) nested too deep replaced", request_id, kind)
-            error = messages.too_deep_response_error().to_error()
-            body = codec.encode(messages.error_response(request_id, error))
         if len(body) > MAX_FRAME_BYTES:
             log.warning("response %.64s (%s) of %d bytes replaced", request_id, kind, len(body))
             error = messages.oversize_response_error(kind or "", len(body)).to_error()

@@ -146,8 +146,11 @@ class Subscriptions:
                 raise HostError(
                     errors.IPC_UNAVAILABLE, errors.MSG_NO_SNAPSHOT, errors.STAGE_SUBSCRIBE
                 )
+            answer = {**DUPLICATE, "snapshot": snapshot}
+            if codec.too_deep(messages.ok_response(request.request_id, answer)):
+                raise messages.too_deep_response_error()  # one level deeper than the line
             sub.note_snapshot(snapshot)
-            self.outbox.ok(request.request_id, request.type, {**DUPLICATE, "snapshot": snapshot})
+            self.outbox.ok(request.request_id, request.type, answer)
             return True
         core_error = response["error"]
         if core_error.get("code") == errors.IPC_UNAVAILABLE and core_error.get("message") == (

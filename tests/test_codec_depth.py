@@ -61,3 +61,15 @@ def test_what_is_accepted_re_encodes_on_a_thread_with_a_small_stack() -> None:
     finally:
         threading.stack_size(previous)
     assert results and codec.decode(results[0]) == value
+
+
+def test_a_long_flat_listing_is_decided_by_counting_brackets() -> None:
+    """Many items and few brackets: the walk stops early, and the answer is still right."""
+    listing = {"paths": [f"src/file{i}.txt" for i in range(40_000)]}
+    data = json.dumps(listing).encode()
+    assert codec.too_deep(listing, data) is False
+    deep_after_many = {"paths": listing["paths"], "deep": nested(codec.MAX_DEPTH)}
+    data = json.dumps(deep_after_many).encode()
+    assert codec.too_deep(deep_after_many, data) is True
+    with pytest.raises(codec.NestingTooDeepError):
+        codec.decode(data)
