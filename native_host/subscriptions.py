@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 
 from native_host import codec, errors, events, logs, messages
-from native_host.core.lines import LineReader, OversizeLine
+from native_host.core.lines import KEEP_BYTES, LineReader, OversizeLine
 from native_host.errors import HostError
 from native_host.framing import MAX_FRAME_BYTES
 
@@ -265,7 +265,7 @@ class Subscriptions:
             try:
                 parsed = codec.decode(line)
             except codec.NestingTooDeepError as exc:
-                if not batch.flush() or not self._too_deep_line(sub, exc.document):
+                if not batch.flush() or not self._too_deep_line(sub, line, exc.document):
                     return
                 continue
             except codec.InvalidJsonError as exc:
@@ -341,9 +341,13 @@ class Subscriptions:
             return True
         return self._stream_failure(sub, events.oversize_line_error(line.size, event_type))
 
-    def _too_deep_line(self, sub: Subscription, document: Any) -> bool:
+    def _too_deep_line(self, sub: Subscription, line: bytes, document: Any) -> bool:
         """A line nested deeper than codec.MAX_DEPTH: treated like an oversize one (spec
-        7.8): informational events are dropped, others become an error; the stream goes on."""
+        7.8): informational events are dropped, others become an error; the stream goes on.
+        Too deep to parse at all, its type is looked for in its ends, as for an oversize one."""
+        if document is None:
+            found = events.find_event_type(line[:KEEP_BYTES], line[-KEEP_BYTES:])
+            document = events.wrap_event({} if found is None else {"type": found})
         if not _is_thread_event(document):
             log.info(
                 "skipped a deep Core stream line that is not a thread_event (%s)", sub.thread_id

@@ -169,3 +169,25 @@ def test_stream_events_past_the_limit_are_dropped_or_reported_and_the_stream_goe
     assert frame_depth(at_limit) == MAX_DEPTH
     log = world.log_text()
     assert "raw_stdout" in log and MSG_INTERNAL not in log
+
+
+def test_a_stream_line_too_deep_to_parse_is_named_by_its_ends(world: HostWorld) -> None:
+    """100,000 levels cannot be parsed at all: as for an oversize line (spec 7.8) the event
+    type is looked for at the line's end; an informational one is dropped."""
+    core = world.start_core(
+        "legacy",
+        canned_responses={"subscribe_thread": {"ok": True, "result": {"subscribed": True}}},
+    )
+    host = world.start_host()
+    host.request({"type": "subscribe_thread", "requestId": "s", "threadId": "t1"})
+
+    def line(kind: str) -> bytes:
+        deep = b'{"a":' * 100_000 + b"1" + b"}" * 100_000
+        return b'{"event":{"deep":%s,"type":"%s"},"type":"thread_event"}' % (deep, kind.encode())
+
+    core.inject_stream_line("t1", line("raw_stderr"))
+    core.inject_stream_line("t1", line("done"))
+    error = host.read()["event"]["error"]
+    assert error["message"] == "Core IPC message exceeds nesting limit"
+    details = {"stage": "relay_event", "eventType": "done", "limitDepth": MAX_DEPTH}
+    assert error["details"] == details

@@ -373,7 +373,8 @@ def test_deeply_nested_stream_line_is_reported_and_the_legacy_stream_goes_on(
     host.request({"type": "subscribe_thread", "requestId": "s", "threadId": "t1"})
     core.inject_stream_line("t1", b'{"a":' * 100_000 + b"1" + b"}" * 100_000)
     error = host.read()
-    assert error["event"]["error"]["message"] == "Core IPC event was not valid JSON"
+    assert error["event"]["error"]["message"] == "Core IPC message exceeds nesting limit"
+    assert error["event"]["error"]["details"] == {"stage": "relay_event", "limitDepth": 199}
     event = {"type": "status_changed", "seq": 3, "threadId": "t1", "status": "idle"}
     core.inject_stream_line("t1", json.dumps({"type": "thread_event", "event": event}).encode())
     assert host.read() == {"type": "thread_event", "event": event}
