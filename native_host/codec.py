@@ -5,9 +5,11 @@ enters, as invalid JSON. That covers
 - non-finite numbers: `NaN`, `Infinity`, and numbers too large for a double (`1e400`,
   which Python would read as infinity and could not write back);
 - lone surrogate escapes (`"\\ud800"`): valid JSON text, but not Unicode, so not UTF-8;
-- malformed UTF-8, integers longer than Python converts, nesting too deep to parse.
+- malformed UTF-8, integers longer than Python converts;
+- nesting deeper than MAX_DEPTH containers (`NestingTooDeepError`): past it Chromium's
+  JSON reader stops, and Python's encoder could not always write back what it read.
 Everything `decode` accepts, `encode` writes back: compact, non-ASCII literal (spec 0.3
-rules 6 and 7).
+rules 6 and 7), and the browser can read it.
 """
 
 from __future__ import annotations
@@ -31,6 +33,21 @@ class InvalidJsonError(ValueError):
     def __init__(self, reason: str, document: Any = None) -> None:
         super().__init__(reason)
         self.document = document
+
+
+MAX_DEPTH = 199
+"""The deepest nesting of arrays and objects a message may have (`[]` is depth 1).
+
+Chromium's base::JSONReader refuses 200 nested containers (base/json/json_common.h,
+kAbsoluteMaxDepth = 200, too deep once the depth reaches it); Chromium 156 itself hands
+the extension frames nested at least 500 deep (tests/e2e), so 199 is read by the
+strictest reader on the way, and Python re-encodes it on any thread's stack. A frame the
+host relays is as deep as the Core line it came from, so refusing deeper Core lines (and
+deeper page frames) keeps every frame readable."""
+
+
+class NestingTooDeepError(InvalidJsonError):
+    """Valid JSON whose containers nest deeper than MAX_DEPTH; `document` is what it parsed to."""
 
 
 def _reject_constant(name: str) -> Any:
@@ -73,21 +90,58 @@ def decode(data: bytes) -> Any:
         value, end = _DECODER.raw_decode(text)  # one call; decode() adds two regex matches
         if end != len(text) and text[end:].strip(_BLANKS):
             raise ValueError(f"Extra data: line 1 column {end + 1} (char {end})")
-    except RecursionError:
-        raise InvalidJsonError("JSON nesting is too deep") from None
+    except RecursionError:  # deeper than Python parses: the document is not known
+        raise NestingTooDeepError(f"JSON nesting is deeper than {MAX_DEPTH} levels") from None
     except _NumberTooLargeError as exc:
         try:
             document = _SYNTAX_DECODER.decode(text)
-        except (ValueError, RecursionError):
+        except RecursionError:
+            raise NestingTooDeepError(f"JSON nesting is deeper than {MAX_DEPTH} levels") from None
+        except ValueError:
             document = None
         raise InvalidJsonError(str(exc), document) from None
     except InvalidJsonError:
         raise
     except ValueError as exc:
         raise InvalidJsonError(str(exc)) from None
+    if too_deep(value, data):
+        raise NestingTooDeepError(f"JSON nesting is deeper than {MAX_DEPTH} levels", value)
     if _SURROGATE_ESCAPE.search(data):  # then check properly: a pair is fine
         _refuse_lone_surrogates(value)
     return value
+
+
+def _brackets(data: bytes) -> int:
+    return data.count(b"[") + data.count(b"{")
+
+
+def too_deep(value: Any, data: bytes | None = None) -> bool:
+    """Whether `value` (decoded from `data`, if given) nests deeper than MAX_DEPTH.
+
+    Level by level (no recursion), looking only at what the JSON codec makes (exact
+    dicts and lists), stopping at the first empty level: a 512 KiB text costs
+    microseconds. A walk over many items (a long listing) gets dearer than counting
+    brackets in `data`, which bounds the depth from above; past one item per 32 bytes
+    the count decides, and only more than MAX_DEPTH brackets resume the walk.
+    """
+    budget = -1 if data is None else len(data) // 32
+    level = [value] if type(value) is dict or type(value) is list else []
+    for _ in range(MAX_DEPTH):
+        if not level:
+            return False
+        inner: list[Any] = []
+        add = inner.append
+        for container in level:
+            items = container.values() if type(container) is dict else container
+            if budget >= 0:
+                budget -= len(items)
+                if budget < 0 and data is not None and _brackets(data) <= MAX_DEPTH:
+                    return False
+            for item in items:
+                if type(item) is dict or type(item) is list:
+                    add(item)
+        level = inner
+    return bool(level)
 
 
 def _refuse_lone_surrogates(value: Any) -> None:

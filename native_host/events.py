@@ -133,6 +133,22 @@ def oversize_line_error(size: int, event_type: str | None) -> dict[str, Any]:
     }
 
 
+def too_deep_event_error(event: dict[str, Any], limit: int) -> dict[str, Any]:
+    """The error for an event nested deeper than the browser reads (codec.MAX_DEPTH):
+    reported like an oversize line (spec 7.8), with the event's type and seq."""
+    details: dict[str, Any] = {"stage": errors.STAGE_RELAY_EVENT}
+    if isinstance(event.get("type"), str):
+        details["eventType"] = event["type"]
+    if "seq" in event:
+        details["seq"] = event["seq"]
+    details["limitDepth"] = limit
+    return {
+        "code": errors.MESSAGE_TOO_LARGE,
+        "message": errors.MSG_CORE_LINE_TOO_DEEP,
+        "details": details,
+    }
+
+
 def stream_error(code: str, message: str, **details: Any) -> dict[str, Any]:
     return {
         "code": code,

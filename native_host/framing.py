@@ -77,6 +77,29 @@ def recover_request_id(tail: bytes) -> str:
     return value
 
 
+def top_level_request_id(body: bytes) -> str:
+    """The requestId of a body nested too deep to parse: the last `"requestId": "<string>"`
+    at the top level of the object, or "" (a nested one is the page's data, not its id).
+
+    Strings are skipped with a regex and brackets counted between the candidates, all at
+    C speed, in one pass over the body.
+    """
+    import re
+
+    string = re.compile(rb'"(?:[^"\\]|\\.)*"')
+    depth = 0
+    position = 0
+    found = ""
+    for match in re.finditer(rb'"requestId"\s*:\s*("(?:[^"\\]|\\.)*")', body):
+        between = string.sub(b"", body[position : match.start()])
+        depth += between.count(b"{") + between.count(b"[")
+        depth -= between.count(b"}") + between.count(b"]")
+        position = match.end()
+        if depth == 1:
+            found = recover_request_id(match.group(0))  # the last one counts, as in parsing
+    return found
+
+
 def _drain(stream: BinaryIO, size: int) -> bytes | None:
     """Read and discard `size` bytes in bounded memory; return the last TAIL_BYTES."""
     tail = b""

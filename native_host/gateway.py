@@ -49,6 +49,10 @@ _MIN_PROBE_S = 0.05
 MSG_ALREADY_SENT = "the request already reached the Core once and is never sent again"
 
 
+class _ClosedBeforeFirstByteError(Exception):
+    """The Core's end of a new connection closed before the host wrote to it."""
+
+
 class Attempt:
     """One native request's claim on the Core: admitted under the caps, written at most
     once (spec 7.5). `release` gives its place back; calling it twice is harmless.
@@ -550,7 +554,29 @@ class CoreGateway:
         return read_runtime(home, check_pid=self.config.check_runtime_pid)
 
     def _connect(self, endpoint: CoreEndpoint, timeout_s: float | None = None) -> CoreConnection:
-        """Connect and check who answers (before any byte is written)."""
+        """Connect and check who answers (before any byte is written).
+
+        A connection the Core closed before the check is opened once more (nothing was
+        sent, spec 7.5): a listener that accepted is a Core shutting down or overloaded,
+        not a down Core, so closing twice is answered at once and never starts a launch.
+        A Core that died meanwhile refuses the second connect, which does count as down.
+        """
+        try:
+            return self._connect_once(endpoint, timeout_s)
+        except _ClosedBeforeFirstByteError as first:
+            log.info("the Core on %s closed a connection unused (%s)", endpoint.endpoint, first)
+        try:
+            return self._connect_once(endpoint, timeout_s)
+        except _ClosedBeforeFirstByteError as again:
+            raise errors.HostError(
+                errors.IPC_UNAVAILABLE,
+                errors.MSG_CORE_CLOSED_UNUSED,
+                errors.STAGE_CONNECT_CORE,
+                endpoint=endpoint.endpoint,
+                error=str(again),
+            ) from None
+
+    def _connect_once(self, endpoint: CoreEndpoint, timeout_s: float | None) -> CoreConnection:
         limit = self.config.connect_timeout_ms / 1000
         timeout = limit if timeout_s is None else max(0.001, min(limit, timeout_s))
         try:
@@ -587,14 +613,14 @@ class CoreGateway:
         except peer.PeerRefusedError as exc:
             if exc.reason == peer.RESOURCES:
                 raise errors.resources_exhausted(errors.STAGE_VERIFY_CORE, exc.detail) from None
+            if exc.reason == peer.CONNECTION_GONE:
+                raise _ClosedBeforeFirstByteError(exc.explanation) from None
             log.warning("refused the listener on %s: %s", endpoint.endpoint, exc.reason)
-            stage = (
-                errors.STAGE_CONNECT_CORE
-                if exc.reason == peer.CONNECTION_GONE
-                else (errors.STAGE_VERIFY_CORE)
-            )
             raise CoreUnreachableError(
-                stage, reason=exc.explanation, violation=exc.reason, endpoint=endpoint.endpoint
+                errors.STAGE_VERIFY_CORE,
+                reason=exc.explanation,
+                violation=exc.reason,
+                endpoint=endpoint.endpoint,
             ) from None
         log.debug("core on %s verified (%s)", endpoint.endpoint, verdict)
 

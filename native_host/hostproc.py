@@ -69,7 +69,8 @@ class HostProcess:
         """Frames read ahead (by `response`) and not yet taken; None once stdout ended."""
         self.history: list[dict[str, Any]] = []
         """Every frame taken from the host's stdout so far, in order."""
-        threading.Thread(target=self._read_stdout, daemon=True).start()
+        self._stdout_reader = threading.Thread(target=self._read_stdout, daemon=True)
+        self._stdout_reader.start()
         self._stderr_reader = threading.Thread(target=self._read_stderr, daemon=True)
         self._stderr_reader.start()
 
@@ -175,6 +176,7 @@ class HostProcess:
                 stdin.write(data)
                 stdin.flush()
             except (BrokenPipeError, ConnectionResetError, ValueError) as exc:
+                self._drop_stdin()
                 raise HostExitedError(
                     f"host stopped reading stdin (exit {self.proc.poll()}): {exc}"
                 ) from None
@@ -191,14 +193,32 @@ class HostProcess:
         return self.response(str(message["requestId"]), timeout)
 
     # --- lifetime -------------------------------------------------------------------
-    def close_stdin(self) -> None:
-        """What Chrome does when the port disconnects."""
+    def _drop_stdin(self) -> None:
+        """Close stdin after a failed write. Its buffer still holds bytes nobody will read;
+        left to the garbage collector, the flush fails there and Python 3.13 prints
+        "Exception ignored ... BrokenPipeError". `close` flushes (failing again) and then
+        closes the pipe anyway, so it is done here, at a known time."""
         stdin = self.proc.stdin
         assert stdin is not None
+        with contextlib.suppress(OSError, ValueError):
+            stdin.close()
+
+    def close_stdin(self) -> None:
+        """What Chrome does when the port disconnects."""
         with self._stdin_lock:
-            if not stdin.closed:
-                with contextlib.suppress(BrokenPipeError):
-                    stdin.close()
+            self._drop_stdin()
+
+    def close(self, timeout: float = 1.0) -> None:
+        """Close every pipe to a process that has exited or was killed, once its readers
+        reached EOF, so none is closed (or flushed) later by the garbage collector."""
+        self.close_stdin()
+        for reader, pipe in (
+            (self._stdout_reader, self.proc.stdout),
+            (self._stderr_reader, self.proc.stderr),
+        ):
+            reader.join(timeout)
+            if pipe is not None and not reader.is_alive():  # never under a reading thread
+                pipe.close()
 
     def wait(self, timeout: float = 5.0) -> int:
         return self.proc.wait(timeout)
@@ -213,6 +233,7 @@ class HostProcess:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait(5)
+        self.close()
 
     def __enter__(self) -> HostProcess:
         return self

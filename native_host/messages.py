@@ -6,6 +6,7 @@ Pure functions only: no I/O, no sockets.
 from __future__ import annotations
 
 from native_host import errors
+from native_host.codec import MAX_DEPTH
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -194,3 +195,13 @@ def oversize_response_error(kind: str, size: int) -> errors.HostError:
         kind, (errors.MESSAGE_TOO_LARGE, errors.MSG_RESPONSE_TOO_LARGE)
     )
     return errors.HostError(code, message, errors.STAGE_RELAY_RESPONSE, sizeBytes=size)
+
+
+def too_deep_response_error() -> errors.HostError:
+    """The error that replaces a response frame nested deeper than codec.MAX_DEPTH."""
+    return errors.HostError(
+        errors.MESSAGE_TOO_LARGE,
+        errors.MSG_RESPONSE_TOO_DEEP,
+        errors.STAGE_RELAY_RESPONSE,
+        limitDepth=MAX_DEPTH,
+    )

@@ -21,7 +21,13 @@ import threading
 from native_host import __version__, codec, errors, logs, messages
 from native_host.config import load_config
 from native_host.errors import HostError
-from native_host.framing import FrameWriter, OversizeFrame, claim_stdout, read_frame
+from native_host.framing import (
+    FrameWriter,
+    OversizeFrame,
+    claim_stdout,
+    read_frame,
+    top_level_request_id,
+)
 from native_host.gateway import CoreGateway, Ticket
 from native_host.messages import NativeRequest
 from native_host.outbox import Outbox
@@ -130,7 +136,10 @@ class Relay:
                 errors.STAGE_PARSE_MESSAGE,
                 error=str(exc),
             )
-            self.outbox.fail(messages.request_id_of(exc.document), None, error)
+            request_id = messages.request_id_of(exc.document)
+            if exc.document is None and isinstance(exc, codec.NestingTooDeepError):
+                request_id = top_level_request_id(body)
+            self.outbox.fail(request_id, None, error)
             return
         request_id = messages.request_id_of(message)
         kind: str | None = None

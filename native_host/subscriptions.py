@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 
 from native_host import codec, errors, events, logs, messages
-from native_host.core.lines import LineReader, OversizeLine
+from native_host.core.lines import KEEP_BYTES, LineReader, OversizeLine
 from native_host.errors import HostError
 from native_host.framing import MAX_FRAME_BYTES
 
@@ -150,8 +150,11 @@ class Subscriptions:
                 raise HostError(
                     errors.IPC_UNAVAILABLE, errors.MSG_NO_SNAPSHOT, errors.STAGE_SUBSCRIBE
                 )
+            answer = {**DUPLICATE, "snapshot": snapshot}
+            if codec.too_deep(messages.ok_response(request.request_id, answer)):
+                raise messages.too_deep_response_error()  # one level deeper than the line
             sub.note_snapshot(snapshot)
-            self.outbox.ok(request.request_id, request.type, {**DUPLICATE, "snapshot": snapshot})
+            self.outbox.ok(request.request_id, request.type, answer)
             return True
         core_error = response["error"]
         if core_error.get("code") == errors.IPC_UNAVAILABLE and core_error.get("message") == (
@@ -265,6 +268,10 @@ class Subscriptions:
                 continue
             try:
                 parsed = codec.decode(line)
+            except codec.NestingTooDeepError as exc:
+                if not batch.flush() or not self._too_deep_line(sub, line, exc.document):
+                    return
+                continue
             except codec.InvalidJsonError as exc:
                 error = events.stream_error(
                     errors.IPC_UNAVAILABLE, errors.MSG_EVENT_NOT_JSON, error=str(exc)
@@ -337,6 +344,31 @@ class Subscriptions:
             )
             return True
         return self._stream_failure(sub, events.oversize_line_error(line.size, event_type))
+
+    def _too_deep_line(self, sub: Subscription, line: bytes, document: Any) -> bool:
+        """A line nested deeper than codec.MAX_DEPTH: treated like an oversize one (spec
+        7.8): informational events are dropped, others become an error; the stream goes on.
+        Too deep to parse at all, its type is looked for in its ends, as for an oversize one."""
+        if document is None:
+            found = events.find_event_type(line[:KEEP_BYTES], line[-KEEP_BYTES:])
+            document = events.wrap_event({} if found is None else {"type": found})
+        if not _is_thread_event(document):
+            log.info(
+                "skipped a deep Core stream line that is not a thread_event (%s)", sub.thread_id
+            )
+            return True
+        event: dict[str, Any] = document["event"]
+        if event.get("type") in events.INFORMATIONAL_TYPES:
+            log.warning(
+                "skipped %s event nested deeper than %d levels (%s)",
+                event.get("type"),
+                codec.MAX_DEPTH,
+                sub.thread_id,
+            )
+            return True
+        if not self._stream_failure(sub, events.too_deep_event_error(event, codec.MAX_DEPTH)):
+            return False
+        return self._after_event(sub, event)
 
     def _stream_failure(self, sub: Subscription, error: dict[str, Any]) -> bool:
         """A bad line or event: legacy streams get a synthetic event and go on; current

@@ -59,7 +59,7 @@ def permanent_dir() -> Iterator[Path]:
 
 @pytest.fixture
 def wait_until() -> Callable[..., bool]:
-    def wait(predicate: Callable[[], bool], timeout: float = 5.0) -> bool:
+    def wait(predicate: Callable[[], bool], timeout: float = 30.0) -> bool:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if predicate():

@@ -267,6 +267,10 @@ class Player:
     def step_coreInject(self, arg: dict[str, Any]) -> None:
         self.core.inject_stream_line(arg["threadId"], build_body(arg["line"]))
 
+    def step_coreOpenGate(self, _: Any) -> None:
+        """Release what the `gateTypes` / `gateStreamEvents` faults hold."""
+        self.core.open_gate()
+
     def step_coreCloseStreams(self, thread_id: str | None) -> None:
         self.core.close_streams(thread_id)
 

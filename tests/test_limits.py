@@ -7,13 +7,16 @@ descriptors are counted from /proc while the load is on.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from native_host.codec import encode as encode_message
+from native_host.devcore import DevCore
 from native_host.errors import MSG_INTERNAL
 from tests.support.host import HostUnderTest
 from tests.support.markers import needs_os
@@ -88,6 +91,20 @@ def read_replies(host: HostUnderTest, count: int, peaks: Peaks) -> list[dict[str
         if index % 25 == 0:
             peaks.sample()
         replies.append(host.read(timeout=60))
+    return replies
+
+
+def replies_until_the_rest_are_held(
+    host: Any, core: DevCore, count: int, timeout: float = 300
+) -> list[dict[str, Any]]:
+    """Read replies until every one of `count` requests is answered or held at the dev
+    Core's gate (`gate_types`): then the load is at its peak, however slow the machine."""
+    replies: list[dict[str, Any]] = []
+    deadline = time.monotonic() + timeout
+    while len(replies) + core.gated < count:
+        assert time.monotonic() < deadline, f"{len(replies)} answered, {core.gated} held"
+        with contextlib.suppress(TimeoutError):
+            replies.append(host.read(timeout=0.2))
     return replies
 
 
@@ -286,9 +303,9 @@ def test_a_huge_page_supplied_run_timeout_neither_crashes_nor_holds_forever(
 
 def test_out_of_file_descriptors_is_a_resource_error_not_a_launch(world: HostWorld) -> None:
     """At the fd limit, reading runtime.json must not look like "the Core is down"."""
-    world.start_core(
+    core = world.start_core(
         "legacy",
-        delay_ms={"send_text": 2000},
+        gate_types={"send_text"},
         canned_responses={"send_text": {"ok": True, "result": {"threadId": "t000001"}}},
     )
     marker = world.root / "launched"
@@ -302,7 +319,11 @@ def test_out_of_file_descriptors_is_a_resource_error_not_a_launch(world: HostWor
     host = world.start_host(prefix=("prlimit", "--nofile=24:24", "--"))
     for index in range(40):
         host.send({"type": "send_text", "requestId": f"r{index}", "threadId": "t1", "message": "x"})
-    replies = [host.read(timeout=30) for _ in range(40)]
+    refused = replies_until_the_rest_are_held(host, core, 40)  # each held one holds an fd
+    held = core.gated
+    core.open_gate()
+    replies = refused + [host.read(timeout=30) for _ in range(held)]
+    assert sorted(r["requestId"] for r in replies) == sorted(f"r{i}" for i in range(40))
     codes = {r["error"]["code"] for r in replies if not r["ok"]}
     assert "HOST_RESOURCES_EXHAUSTED" in codes, replies
     assert codes <= {"HOST_RESOURCES_EXHAUSTED"}, codes

@@ -193,6 +193,13 @@ class CoreConnection:
                 )
             try:
                 response = codec.decode(line)
+            except codec.NestingTooDeepError:
+                raise errors.HostError(
+                    errors.MESSAGE_TOO_LARGE,
+                    errors.MSG_CORE_LINE_TOO_DEEP,
+                    stage,
+                    limitDepth=codec.MAX_DEPTH,
+                ) from None
             except codec.InvalidJsonError as exc:
                 raise errors.HostError(
                     errors.IPC_UNAVAILABLE, not_json, stage, error=str(exc)

@@ -67,6 +67,16 @@ class Faults(_Model):
     """Deliver each stream event this long after it happened, preserving order."""
     response_request_id: str | None = None
     """Answer every request with this requestId instead of echoing the request's."""
+    gate_types: set[str] = Field(default_factory=set)
+    """Hold such a request, read and recorded, until the test opens the gate
+    (`DevCore.open_gate`): "many requests in flight at once" without trusting a delay."""
+    gate_stream_events: bool = False
+    """Hold every stream event (in order) until the test opens the gate, like `gate_types`."""
+    close_on_accept: int = Field(default=0, ge=0)
+    """Close this many connections right after accepting them, before reading a byte (a
+    Core shutting down or overloaded: the listener is there, the answer never comes)."""
+    deep_response: dict[str, int] = Field(default_factory=dict)
+    """Answer the type with an `ok:true` line whose containers nest exactly this deep."""
 
 
 def exact_line(build: Callable[[str], Any], size: int) -> bytes:
@@ -121,6 +131,14 @@ def oversize_event_line(event: dict[str, Any], size: int) -> bytes:
     return exact_line(lambda pad: {"type": "thread_event", "event": {**event, field: pad}}, size)
 
 
+def deep_response_line(request_id: str, depth: int) -> bytes:
+    """An `ok:true` line nested `depth` deep: the envelope, then arrays in `result`."""
+    result: Any = []
+    for _ in range(depth - 2):
+        result = [result]
+    return dumps({"requestId": request_id, "ok": True, "result": result})
+
+
 class Wire(Protocol):
     """One accepted connection, as a fault acts on it."""
 
@@ -161,6 +179,41 @@ class FaultInjector:
         self._crash = crash
         self._current = current
         self._hard_exit = hard_exit
+        self._lock = threading.Lock()
+        self._gate = threading.Event()
+        self._gated = 0
+        self._closed_on_accept = 0
+
+    def close_on_accept(self) -> bool:
+        """Whether to close a just-accepted connection unread (`close_on_accept`)."""
+        with self._lock:
+            if self._closed_on_accept >= self._faults().close_on_accept:
+                return False
+            self._closed_on_accept += 1
+            return True
+
+    @property
+    def gated(self) -> int:
+        """How many requests wait at the gate now."""
+        with self._lock:
+            return self._gated
+
+    def open_gate(self) -> None:
+        """Let every held request and stream event (and every later one) through."""
+        self._gate.set()
+
+    def _wait_at_gate(self) -> bool:
+        """Hold until the gate opens; False if the Core stops first."""
+        with self._lock:
+            self._gated += 1
+        try:
+            while not self._gate.wait(0.5):  # wakes to notice a stop
+                if self._stop.is_set():
+                    return False
+        finally:
+            with self._lock:
+                self._gated -= 1
+        return not self._stop.is_set()
 
     def stamp(self, request_id: str) -> str:
         """The requestId a reply carries: the echo, unless `response_request_id` overrides it."""
@@ -189,6 +242,12 @@ class FaultInjector:
         delay = faults.delay_ms.get(kind)
         if delay and self._stop.wait(delay / 1000):
             return False
+        if kind in faults.gate_types and not self._wait_at_gate():
+            return False
+        if kind in faults.deep_response:
+            rid = self.stamp(request.request_id)
+            wire.send(deep_response_line(rid, faults.deep_response[kind]) + b"\n")
+            return True
         if kind in faults.canned_responses:
             self._canned(wire, request, faults.canned_responses[kind])
             return True
@@ -243,6 +302,7 @@ class FaultInjector:
             thread_id,
             hold_ms=faults.hold_stream_events_ms,
             close_after=faults.close_stream_after_events,
+            gate=self._gate if faults.gate_stream_events else None,
         )
         wire.streams.append(subscriber)
         return subscriber

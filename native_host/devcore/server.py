@@ -241,6 +241,15 @@ class DevCore:
                 return False
             time.sleep(0.01)
 
+    @property
+    def gated(self) -> int:
+        """Requests held at the gate (`gate_types`) right now."""
+        return self._injector.gated
+
+    def open_gate(self) -> None:
+        """Release every request held by `gate_types`, and let later ones through."""
+        self._injector.open_gate()
+
     def thread(self, thread_id: str) -> DevThread | None:
         """The Core thread with this id, for tests that inspect state directly."""
         return self.engine.find_thread(thread_id)
@@ -280,6 +289,9 @@ class DevCore:
                 return
             with self._lock:
                 self._connection_count += 1
+                if self._injector.close_on_accept():
+                    sock.close()
+                    continue
                 connection = _Connection(sock, self._connection_count)
                 self._connections[connection.id] = connection
             if self._stop.is_set():

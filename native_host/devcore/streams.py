@@ -36,11 +36,19 @@ class Subscriber:
     """One subscription connection: queued lines, written in order by a dedicated thread."""
 
     def __init__(
-        self, sink: Sink, thread_id: str, *, hold_ms: int | None, close_after: int | None
+        self,
+        sink: Sink,
+        thread_id: str,
+        *,
+        hold_ms: int | None,
+        close_after: int | None,
+        gate: threading.Event | None = None,
     ) -> None:
         self.sink = sink
         self.thread_id = thread_id
         self._hold = (hold_ms or 0) / 1000
+        self._gate = gate
+        """When set, nothing is written before the test opens it (`gate_stream_events`)."""
         self._close_after = close_after
         self._queue: queue.Queue[_Item | None] = queue.Queue()
         self._closed = threading.Event()
@@ -77,6 +85,9 @@ class Subscriber:
             delay = item.deliver_at - time.monotonic()
             if delay > 0 and self._closed.wait(delay):
                 return
+            while self._gate is not None and not self._gate.wait(0.5):
+                if self._closed.is_set():  # woken to notice a stop
+                    return
             if not self.sink.send(item.data):
                 return
             if item.is_event:

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from native_host.codec import MAX_DEPTH
 from native_host.devcore import Faults
 from native_host.framing import MAX_FRAME_BYTES
 from tests.e2e import harness
@@ -157,6 +158,48 @@ def test_events_at_the_one_mib_cap(run_page: RunPage) -> None:
     # The extension saw the big frame at the size the host wrote it, and nothing bigger.
     world.extension_report("native_message", lambda r: r["bytes"] == expected)
     assert max(r["bytes"] for r in world.extension_reports("native_message")) == expected
+    world.step("done")
+
+
+def _nested(depth: int) -> Any:
+    """Arrays nested `depth` deep: `[[...[]...]]`."""
+    value: Any = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
+def test_events_at_the_nesting_limit(run_page: RunPage) -> None:
+    """An event frame nested exactly codec.MAX_DEPTH deep reaches the extension (Chromium's
+    JSON reader reads it); one a level deeper ends the current stream with
+    thread_subscription_closed MESSAGE_TOO_LARGE instead of making Chrome close the port."""
+    world = run_page("nesting")
+    thread_id = world.step("subscribe_thread")["threadId"]
+    frame_levels = 2  # {"type":"thread_event","event":{..., "nested": <here>}}
+    at_limit = MAX_DEPTH - frame_levels
+    emitted = world.core.emit_event(
+        thread_id, {"type": "assistant_message", "text": "deep", "nested": _nested(at_limit)}
+    )
+    emitted_past = world.core.emit_event(
+        thread_id, {"type": "assistant_message", "text": "deeper", "nested": _nested(at_limit + 1)}
+    )
+
+    arrived = world.step("at_limit")
+    assert arrived == {**arrived, "seq": emitted["seq"], "nestedDepth": at_limit}
+
+    closed = world.step("past_limit")["message"]
+    assert closed["threadId"] == thread_id
+    assert closed["error"]["code"] == "MESSAGE_TOO_LARGE"
+    assert closed["error"]["details"] == {
+        "stage": "relay_event",
+        "eventType": "assistant_message",
+        "seq": emitted_past["seq"],
+        "limitDepth": MAX_DEPTH,
+    }
+    after = world.step("ping_after")
+    _ok(after)
+    assert after["disconnects"] == []
+    assert world.extension_reports("native_disconnect") == []
     world.step("done")
 
 

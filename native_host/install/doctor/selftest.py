@@ -154,11 +154,13 @@ def _exit_finding(proc: HostProcess) -> Finding:
     return Finding(Status.OK, "", "host exits on EOF", "exit status 0")
 
 
-def _kill(process: subprocess.Popen[bytes]) -> None:
-    """What Chrome does to a host still running after its port closed."""
-    if process.poll() is None:
-        process.kill()
-    process.wait()
+def _kill(host: HostProcess) -> None:
+    """What Chrome does to a host still running after its port closed; then every pipe
+    to it is closed here, not by the garbage collector."""
+    if host.proc.poll() is None:
+        host.proc.kill()
+    host.proc.wait()
+    host.close()
 
 
 def run_self_test(host: Path, env: Mapping[str, str], timeout: float) -> list[Finding]:
@@ -212,4 +214,4 @@ def run_self_test(host: Path, env: Mapping[str, str], timeout: float) -> list[Fi
             return [_exited_early(proc.history, facts)]
         return [*_ping_findings(reply), _exit_finding(proc)]
     finally:
-        _kill(proc.proc)
+        _kill(proc)

@@ -192,6 +192,21 @@ const scenarios = {
     await report("ping_after", { response: await ext.request("ping"), disconnects });
   },
 
+  // After subscribe_thread is reported, the test emits one event nested as deep as the host
+  // relays and one nested a level deeper.
+  async nesting(ext) {
+    await ext.connectNative();
+    const threadId = await startThread(ext);
+    const deep = await ext.event(threadId, (e) => e.type === "assistant_message", "the deep event");
+    let depth = 0;
+    for (let value = deep.nested; Array.isArray(value); value = value[0]) depth += 1;
+    await report("at_limit", { seq: deep.seq, nestedDepth: depth });
+    const isClosed = (m) => m.type === "thread_subscription_closed";
+    await report("past_limit", { message: (await ext.native(isClosed, "the close")).message });
+    const disconnects = ext.seen.filter((m) => m.kind === "native_disconnect");
+    await report("ping_after", { response: await ext.request("ping"), disconnects });
+  },
+
   async disconnect(ext) {
     await ext.connectNative();
     await report("ping", { response: await ext.request("ping") });
