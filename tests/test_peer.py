@@ -1,4 +1,4 @@
-"""Know who answers before writing a byte (native_host/core/peer.py, docs/security.md).
+"""Know who answers before writing a byte (native_host/core/peer/, docs/security.md).
 
 Linux runs for real: genuine Cores, squatters and stray processes are real processes,
 other local users are throwaway users (tests/support/users.py), and the host side runs
@@ -26,6 +26,7 @@ import pytest
 
 from native_host.core import peer
 from native_host.core.discovery import read_runtime
+from native_host.core.peer import linux, macos, rule, windows
 from tests.support import users as users_support
 from tests.support.users import SYSTEM_PYTHON, LocalUser, skip_unless_root, throwaway_users
 
@@ -85,7 +86,7 @@ while True:
 VERIFIER = r"""
 import json, socket, sys
 sys.path.insert(0, sys.argv[1])
-import peer
+from native_host.core import peer
 port, pid, check = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1"
 sock = socket.create_connection(("127.0.0.1", port), timeout=5)
 try:
@@ -228,13 +229,19 @@ def _fastest_us(action: Callable[[], object], runs: int, rounds: int = 3) -> flo
 
 
 def _peer_copy(directory: Path, owner: LocalUser | None = None) -> Path:
-    """peer.py alone in a directory another user (or namespace) can read: it imports
-    nothing from the project, so Debian's interpreter runs it."""
+    """The peer check alone (its package and the two package files above it, which import
+    nothing) in a directory another user (or namespace) can read: it imports nothing else
+    from the project, so Debian's interpreter runs it."""
     target = directory / "peer-lib"
-    target.mkdir(exist_ok=True)
-    shutil.copy(peer.__file__, target / "peer.py")
+    source = Path(peer.__file__).parent
+    core = target / "native_host" / "core"
+    shutil.copytree(
+        source, core / "peer", ignore=shutil.ignore_patterns("__pycache__"), dirs_exist_ok=True
+    )
+    shutil.copy(source.parent / "__init__.py", core / "__init__.py")
+    shutil.copy(source.parent.parent / "__init__.py", target / "native_host" / "__init__.py")
     if owner is not None:
-        for path in (target, target / "peer.py"):
+        for path in (target, *target.rglob("*")):
             os.chown(path, owner.uid, owner.gid)
     return target
 
@@ -307,8 +314,8 @@ def test_request_socket_of_a_defer_accept_listener_is_judged_by_its_listener(
 ) -> None:
     core = start_server(mode="defer")
     sock = _connect(core.port)
-    end = peer.sock_diag_lookup(peer.ConnectionEnds.of(sock), listener=False)
-    assert end is not None and end.state == peer.TCP_SYN_RECV and end.inode == 0
+    end = linux.sock_diag_lookup(rule.ConnectionEnds.of(sock), listener=False)
+    assert end is not None and end.state == linux.TCP_SYN_RECV and end.inode == 0
     assert peer.verify_core_peer(sock, core.pid).startswith(f"{peer.USER_AND_PID}: sock_diag")
 
 
@@ -550,17 +557,17 @@ def test_proc_net_tcp_answers_like_sock_diag(
     for server in cases:
         sock = _connect(server.port)
         time.sleep(0.05)  # let an accepting server accept
-        ends = peer.ConnectionEnds.of(sock)
+        ends = rule.ConnectionEnds.of(sock)
         for listener in (False, True):
-            netlink = peer.sock_diag_lookup(ends, listener)
-            scanned = peer.proc_net_lookup(ends, listener)
+            netlink = linux.sock_diag_lookup(ends, listener)
+            scanned = linux.proc_net_lookup(ends, listener)
             assert netlink is not None and scanned is not None
             seen = [
-                (e.inode, e.local_port, e.remote_port, peer.plain_ip(e.local_ip), e.state)
+                (e.inode, e.local_port, e.remote_port, rule.plain_ip(e.local_ip), e.state)
                 for e in (netlink, scanned)
             ]
             assert seen[0] == seen[1], (server.port, listener)
-            if netlink.state != peer.TCP_SYN_RECV:  # /proc shows a request socket's listener uid
+            if netlink.state != linux.TCP_SYN_RECV:  # /proc shows a request socket's listener uid
                 assert scanned.owner == netlink.owner, (server.port, listener)
         sock.close()
 
@@ -570,7 +577,7 @@ def test_without_sock_diag_the_proc_net_fallback_decides(
     make_user: Callable[[], LocalUser],
     start_server: ServerFactory,
 ) -> None:
-    monkeypatch.setattr(peer, "_LINUX_SOURCES", peer._LINUX_SOURCES[1:])
+    monkeypatch.setattr(linux, "_LINUX_SOURCES", linux._LINUX_SOURCES[1:])
     core = start_server()
     squatter = start_server(make_user())
     how = _wait_accepted(_connect(core.port), core.pid)
@@ -581,10 +588,10 @@ def test_without_sock_diag_the_proc_net_fallback_decides(
 def test_nothing_to_ask_refuses_unless_the_user_opted_out(
     monkeypatch: pytest.MonkeyPatch, start_server: ServerFactory
 ) -> None:
-    def refused(ends: peer.ConnectionEnds, listener: bool) -> peer.TcpEnd | None:
+    def refused(ends: rule.ConnectionEnds, listener: bool) -> rule.TcpEnd | None:
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(peer, "_LINUX_SOURCES", (("sock_diag", refused), ("/proc/net", refused)))
+    monkeypatch.setattr(linux, "_LINUX_SOURCES", (("sock_diag", refused), ("/proc/net", refused)))
     core = start_server()
     sock = _connect(core.port)
     refusal = _refusal(sock, core.pid)
@@ -690,10 +697,10 @@ def test_cost_does_not_grow_with_unrelated_sockets(start_server: ServerFactory) 
     try:
         assert _first_line(crowd) == "ready"
         crowded = _fastest_us(lambda: peer.verify_core_peer(sock, core.pid), 100)
-        ends = peer.ConnectionEnds.of(sock)
-        unlisted = peer.ConnectionEnds(ends.server_ip, ends.server_port, ends.client_ip, 0)
-        assert peer.proc_net_lookup(unlisted, False) is None
-        scan = _fastest_us(lambda: peer.proc_net_lookup(unlisted, False), 10)
+        ends = rule.ConnectionEnds.of(sock)
+        unlisted = rule.ConnectionEnds(ends.server_ip, ends.server_port, ends.client_ip, 0)
+        assert linux.proc_net_lookup(unlisted, False) is None
+        scan = _fastest_us(lambda: linux.proc_net_lookup(unlisted, False), 10)
     finally:
         crowd.kill()
         crowd.wait(timeout=10)
@@ -725,9 +732,9 @@ def test_proc_net_address_is_what_the_kernel_prints() -> None:
     with socket.create_server(("127.0.0.1", 0)) as listener:
         port = listener.getsockname()[1]
         text = Path("/proc/net/tcp").read_bytes()
-        assert peer.proc_net_address(socket.inet_aton("127.0.0.1"), port) in text
+        assert linux.proc_net_address(socket.inet_aton("127.0.0.1"), port) in text
     if sys.byteorder == "little":
-        assert peer.proc_net_address(socket.inet_aton("127.0.0.1"), 8080) == b"0100007F:1F90"
+        assert linux.proc_net_address(socket.inet_aton("127.0.0.1"), 8080) == b"0100007F:1F90"
 
 
 def test_parse_proc_net_line() -> None:
@@ -735,7 +742,7 @@ def test_parse_proc_net_line() -> None:
         b"   3: 0100007F:1F90 0100007F:C350 01 00000000:00000000 00:00000000 00000000  "
         b"1000        0 54165785 1 0000000000000000 20 4 30 10 -1"
     )
-    end = peer.parse_proc_net_line(line)
+    end = linux.parse_proc_net_line(line)
     assert end.local_ip == (0x0100007F).to_bytes(4, sys.byteorder)  # 127.0.0.1 when LE
     assert (end.local_port, end.remote_port, end.state, end.owner, end.inode) == (
         8080,
@@ -745,7 +752,7 @@ def test_parse_proc_net_line() -> None:
         54165785,
     )
     with pytest.raises(ValueError):
-        peer.parse_proc_net_line(b"  sl  local_address rem_address   st")
+        linux.parse_proc_net_line(b"  sl  local_address rem_address   st")
 
 
 def test_find_proc_net_line_reads_across_chunk_boundaries() -> None:
@@ -753,10 +760,10 @@ def test_find_proc_net_line_reads_across_chunk_boundaries() -> None:
     text = b"\n".join(lines) + b"\n"
     for size in (1, 3, 7, 64, len(text)):
         chunks = [text[i : i + size] for i in range(0, len(text), size)]
-        assert peer.find_proc_net_line(chunks, b": AAAA:0001 BBBB:0002 ") == lines[1]
-        assert peer.find_proc_net_line(chunks, b": CCCC") == lines[2]
-        assert peer.find_proc_net_line(chunks, b": DDDD") is None
-    assert peer.find_proc_net_line([b"   9: EEEE last"], b": EEEE") == b"   9: EEEE last"
+        assert linux.find_proc_net_line(chunks, b": AAAA:0001 BBBB:0002 ") == lines[1]
+        assert linux.find_proc_net_line(chunks, b": CCCC") == lines[2]
+        assert linux.find_proc_net_line(chunks, b": DDDD") is None
+    assert linux.find_proc_net_line([b"   9: EEEE last"], b": EEEE") == b"   9: EEEE last"
 
 
 def _nlmsg(kind: int, payload: bytes, seq: int = 1) -> bytes:
@@ -782,7 +789,7 @@ def _inet_diag_msg(
 def test_parse_diag_reply() -> None:
     lo = socket.inet_aton("127.0.0.1")
     reply = _nlmsg(20, _inet_diag_msg(socket.AF_INET, 1, 8080, 50000, lo, lo, 1000, 4242))
-    end = peer.parse_diag_reply(reply + b"\x08\x00\x08\x00\x00\x00\x00\x00")  # + an attribute
+    end = linux.parse_diag_reply(reply + b"\x08\x00\x08\x00\x00\x00\x00\x00")  # + an attribute
     assert end is not None
     assert (end.local_ip, end.local_port, end.remote_port, end.owner, end.inode) == (
         lo,
@@ -791,7 +798,7 @@ def test_parse_diag_reply() -> None:
         1000,
         4242,
     )
-    assert peer.parse_diag_reply(_nlmsg(2, struct.pack("=i", -2) + b"\0" * 16)) is None
+    assert linux.parse_diag_reply(_nlmsg(2, struct.pack("=i", -2) + b"\0" * 16)) is None
     for bad in (
         _nlmsg(2, struct.pack("=i", -1) + b"\0" * 16),  # EPERM: ask /proc/net instead
         _nlmsg(20, b"\0" * 10),  # truncated
@@ -799,12 +806,12 @@ def test_parse_diag_reply() -> None:
         b"\0" * 8,
     ):
         with pytest.raises(OSError):
-            peer.parse_diag_reply(bad)
+            linux.parse_diag_reply(bad)
 
 
 def test_diag_request_layout() -> None:
     lo = socket.inet_aton("127.0.0.1")
-    request = peer.diag_request(socket.AF_INET, (lo, 8080), (lo, 50000))
+    request = linux.diag_request(socket.AF_INET, (lo, 8080), (lo, 50000))
     length, kind, flags, seq, _ = struct.unpack_from("=IHHII", request)
     assert (length, kind, flags, seq) == (len(request), 20, 1, 1) and length == 16 + 56
     family, protocol = request[16], request[17]
@@ -819,7 +826,7 @@ def test_diag_request_layout() -> None:
 # =========================================================================================
 
 LO = socket.inet_aton("127.0.0.1")
-ENDS = peer.ConnectionEnds(LO, 8080, LO, 50000)
+ENDS = rule.ConnectionEnds(LO, 8080, LO, 50000)
 CORE_PID, OTHER_PID, MALLORY_PID = 4242, 777, 999
 MY_SID, MALLORY_SID = b"\x01\x05" + b"\x00" * 6 + b"me", b"\x01\x05" + b"\x00" * 6 + b"mal"
 
@@ -870,18 +877,18 @@ def _sids(pid: int) -> bytes | None:
 
 
 def _judge_windows(*rows: bytes, pid: int = CORE_PID, check_pid: bool = True) -> str:
-    return peer.judge_windows([(4, _table(*rows))], ENDS, pid, check_pid, _sids, MY_SID)
+    return windows.judge_windows([(4, _table(*rows))], ENDS, pid, check_pid, _sids, MY_SID)
 
 
 def test_windows_table_rows_parse() -> None:
     server_row = _tcp_row(ESTABLISHED, (LO, 8080), (LO, 50000), CORE_PID)
-    records = peer.parse_windows_tcp_table(_table(CLIENT_ROW, server_row), 4)
+    records = windows.parse_windows_tcp_table(_table(CLIENT_ROW, server_row), 4)
     assert [(r.local_port, r.remote_port, r.state, r.owner) for r in records] == [
         (50000, 8080, ESTABLISHED, 1234),
         (8080, 50000, ESTABLISHED, CORE_PID),
     ]
     with pytest.raises(ValueError):
-        peer.parse_windows_tcp_table(_table(CLIENT_ROW)[:-3], 4)
+        windows.parse_windows_tcp_table(_table(CLIENT_ROW)[:-3], 4)
 
 
 def test_windows_genuine_core_passes() -> None:
@@ -924,11 +931,11 @@ def test_windows_dual_stack_core_in_the_ipv6_table() -> None:
     mapped = b"\0" * 10 + b"\xff\xff" + LO
     row = _tcp6_row(ESTABLISHED, (mapped, 8080), (mapped, 50000), CORE_PID)
     tables = [(4, _table(CLIENT_ROW)), (16, _table(row))]
-    how = peer.judge_windows(tables, ENDS, CORE_PID, True, _sids, MY_SID)
+    how = windows.judge_windows(tables, ENDS, CORE_PID, True, _sids, MY_SID)
     assert how.startswith(f"{peer.USER_AND_PID}: GetExtendedTcpTable: the connection")
     listener6 = _tcp6_row(LISTEN, (b"\0" * 16, 8080), (b"\0" * 16, 0), CORE_PID)
     tables = [(4, _table(CLIENT_ROW)), (16, _table(listener6))]
-    assert "the listener" in peer.judge_windows(tables, ENDS, CORE_PID, True, _sids, MY_SID)
+    assert "the listener" in windows.judge_windows(tables, ENDS, CORE_PID, True, _sids, MY_SID)
 
 
 # =========================================================================================
@@ -1003,29 +1010,31 @@ MAC_LISTEN, MAC_ESTABLISHED = 1, 4
 def test_macos_socket_record_parses() -> None:
     record = _socket_fdinfo(MY_UID, (LO, 8080), (LO, 50000), MAC_ESTABLISHED)
     assert len(record) == 792
-    end = peer.parse_mac_socket_fdinfo(record)
+    end = macos.parse_mac_socket_fdinfo(record)
     assert end is not None
     assert (end.local_ip, end.local_port, end.remote_ip, end.remote_port) == (LO, 8080, LO, 50000)
     assert (end.state, end.owner) == (MAC_ESTABLISHED, MY_UID)
     v6 = socket.inet_pton(socket.AF_INET6, "::1")
-    end6 = peer.parse_mac_socket_fdinfo(_socket_fdinfo(MY_UID, (v6, 8080), (v6, 1), 4))
+    end6 = macos.parse_mac_socket_fdinfo(_socket_fdinfo(MY_UID, (v6, 8080), (v6, 1), 4))
     assert end6 is not None and end6.local_ip == v6
-    assert peer.parse_mac_socket_fdinfo(_socket_fdinfo(MY_UID, (LO, 1), (LO, 2), 4, kind=3)) is None
+    assert (
+        macos.parse_mac_socket_fdinfo(_socket_fdinfo(MY_UID, (LO, 1), (LO, 2), 4, kind=3)) is None
+    )
     with pytest.raises(ValueError):
-        peer.parse_mac_socket_fdinfo(record[:500])
+        macos.parse_mac_socket_fdinfo(record[:500])
 
 
 def test_macos_descriptor_list_and_process_uid_parse() -> None:
     listing = struct.pack("<iIiIiI", 0, 1, 3, 2, 7, 2) + b"\0\0"  # vnode, socket, socket
-    assert peer.parse_mac_socket_fds(listing) == [3, 7]
+    assert macos.parse_mac_socket_fds(listing) == [3, 7]
     # struct proc_bsdinfo: flags, status, xstatus, pid, ppid, uid, ...
     bsdinfo = struct.pack("<6I", 0, 0, 0, CORE_PID, 1, MY_UID).ljust(136, b"\0")
-    assert peer.parse_mac_bsdinfo_uid(bsdinfo) == MY_UID
+    assert macos.parse_mac_bsdinfo_uid(bsdinfo) == MY_UID
 
 
 def _judge_macos(process_uid: int | None, *records: bytes) -> str:
-    sockets = [e for e in map(peer.parse_mac_socket_fdinfo, records) if e is not None]
-    return peer.judge_macos(process_uid, sockets, ENDS, CORE_PID, MY_UID)
+    sockets = [e for e in map(macos.parse_mac_socket_fdinfo, records) if e is not None]
+    return macos.judge_macos(process_uid, sockets, ENDS, CORE_PID, MY_UID)
 
 
 def test_macos_genuine_core_passes() -> None:
@@ -1103,16 +1112,24 @@ def test_refusal_explanations_say_what_to_act_on() -> None:
         assert text.endswith(": detail") and reason not in text
 
 
-def test_check_imports_nothing_heavy() -> None:
+def test_check_imports_nothing_heavy_and_only_this_systems_code() -> None:
     code = (
         "import sys, socket, struct\n"
         "before = set(sys.modules)\n"
-        "import native_host.core.peer\n"
+        "import native_host.core.peer as peer\n"
+        "listener = socket.create_server(('127.0.0.1', 0))\n"
+        "sock = socket.socket()\n"
+        "sock.connect(listener.getsockname())\n"
+        "print(peer.verify_core_peer(sock, 0, False).split(':')[0])\n"
         "print(sorted(set(sys.modules) - before))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert json.loads(done.stdout.replace("'", '"')) == [
+    verdict, loaded = done.stdout.splitlines()
+    assert verdict == peer.USER_ONLY
+    assert json.loads(loaded.replace("'", '"')) == [
         "native_host",
         "native_host.core",
         "native_host.core.peer",
+        "native_host.core.peer.linux",
+        "native_host.core.peer.rule",
     ]

@@ -34,6 +34,8 @@ RELAY_MODULES = frozenset(
             "native_host.core.discovery",
             "native_host.core.lines",
             "native_host.core.peer",
+            "native_host.core.peer.rule",
+            "native_host.core.peer.linux",
             "native_host.messages",
             "native_host.extension",
             "native_host.config",

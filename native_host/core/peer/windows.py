@@ -1,0 +1,210 @@
+"""The Windows peer check: `GetExtendedTcpTable` gives the pid owning the server end of a
+Core connection; it must be the `runtime.json` pid and run as the user's SID
+(docs/security.md). The parsing and the decision are pure functions, tested with tables
+built field by field; the API calls run on the Windows lane.
+"""
+
+from __future__ import annotations
+
+import errno
+import socket
+import struct
+
+from native_host.core.peer.rule import (
+    CONNECTION_GONE,
+    FOREIGN_OWNER,
+    NOT_CORE_PROCESS,
+    USER_AND_PID,
+    USER_ONLY,
+    ConnectionEnds,
+    PeerRefusedError,
+    TcpEnd,
+    blind,
+    pick_server_end,
+)
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+# GetExtendedTcpTable(TCP_TABLE_OWNER_PID_ALL) fills MIB_TCPTABLE_OWNER_PID (AF_INET) or
+# MIB_TCP6TABLE_OWNER_PID (AF_INET6): a DWORD row count, then rows. Addresses are in
+# network byte order; a port is a DWORD whose first two bytes are the port in network
+# byte order. Facts from learn.microsoft.com (tcpmib.h).
+_WIN_TABLE_OWNER_PID_ALL = 5
+_WIN_ERROR_INSUFFICIENT_BUFFER = 122
+WIN_TCP_STATE_LISTEN = 2
+_WIN_ROWS = {
+    # MIB_TCPROW_OWNER_PID: dwState, dwLocalAddr, dwLocalPort, dwRemoteAddr,
+    # dwRemotePort, dwOwningPid
+    4: (struct.Struct("<I4s2s2x4s2s2xI"), ("state", "lip", "lport", "rip", "rport", "pid")),
+    # MIB_TCP6ROW_OWNER_PID: ucLocalAddr, dwLocalScopeId, dwLocalPort, ucRemoteAddr,
+    # dwRemoteScopeId, dwRemotePort, dwState, dwOwningPid
+    16: (
+        struct.Struct("<16s4x2s2x16s4x2s2xII"),
+        ("lip", "lport", "rip", "rport", "state", "pid"),
+    ),
+}
+_COUNT = struct.Struct("<I")
+
+
+def parse_windows_tcp_table(data: bytes, width: int) -> list[TcpEnd]:
+    """The rows of a MIB_TCP(6)TABLE_OWNER_PID; `width` is 4 (IPv4) or 16 (IPv6). Each
+    record's owner is the row's owning pid. ValueError when the table is truncated."""
+    row, names = _WIN_ROWS[width]
+    if len(data) < _COUNT.size:
+        raise ValueError("TCP table without a row count")
+    (count,) = _COUNT.unpack_from(data)
+    if _COUNT.size + count * row.size > len(data):
+        raise ValueError(f"TCP table claims {count} rows but holds fewer")
+    records = []
+    for values in row.iter_unpack(data[_COUNT.size : _COUNT.size + count * row.size]):
+        f = dict(zip(names, values, strict=True))
+        records.append(
+            TcpEnd(
+                f["lip"],
+                int.from_bytes(f["lport"], "big"),
+                f["rip"],
+                int.from_bytes(f["rport"], "big"),
+                f["state"],
+                f["pid"],
+            )
+        )
+    return records
+
+
+def judge_windows(
+    tables: Sequence[tuple[int, bytes]],
+    ends: ConnectionEnds,
+    expected_pid: int,
+    check_pid: bool,
+    sid_of: Callable[[int], bytes | None],
+    my_sid: bytes,
+) -> str:
+    """The Windows decision, from TCP tables `(width, bytes)` and a SID lookup (None:
+    the process cannot be opened, so it is not the user's). Pure: tested with fakes."""
+    records: list[TcpEnd] = []
+    for width, data in tables:
+        records.extend(parse_windows_tcp_table(data, width))
+    picked = pick_server_end(records, ends, WIN_TCP_STATE_LISTEN)
+    if picked is None:
+        raise PeerRefusedError(CONNECTION_GONE, f"{ends.where}: no such connection any more")
+    end, via = picked
+    if sid_of(end.owner) != my_sid:
+        raise PeerRefusedError(
+            FOREIGN_OWNER,
+            f"the {via} on {ends.where} is held by pid {end.owner}, not run by this user",
+        )
+    if not check_pid:
+        return (
+            f"{USER_ONLY}: GetExtendedTcpTable: the {via} is held by pid {end.owner} of this user"
+        )
+    if end.owner != expected_pid:
+        raise PeerRefusedError(
+            NOT_CORE_PROCESS,
+            f"the {via} on {ends.where} is held by pid {end.owner}, runtime.json names "
+            f"pid {expected_pid}",
+        )
+    return f"{USER_AND_PID}: GetExtendedTcpTable: the {via} is held by pid {end.owner} of this user"
+
+
+def _windows_tcp_tables(ends: ConnectionEnds) -> list[tuple[int, bytes]]:  # pragma: no cover
+    import ctypes
+
+    windll = ctypes.WinDLL  # type: ignore[attr-defined,unused-ignore]
+    get_table = windll("iphlpapi").GetExtendedTcpTable
+    get_table.argtypes = [
+        ctypes.c_void_p,
+        ctypes.POINTER(ctypes.c_ulong),
+        ctypes.c_int,
+        ctypes.c_ulong,
+        ctypes.c_int,
+        ctypes.c_ulong,
+    ]
+    get_table.restype = ctypes.c_ulong
+    widths = (16,) if len(ends.server_ip) == 16 else (4, 16)  # dual-stack: both tables
+    tables = []
+    for width in widths:
+        family = socket.AF_INET if width == 4 else socket.AF_INET6
+        size = ctypes.c_ulong(0)
+        get_table(None, ctypes.byref(size), 0, family, _WIN_TABLE_OWNER_PID_ALL, 0)
+        for _attempt in range(4):
+            buffer = ctypes.create_string_buffer(size.value + 4096)
+            size.value = len(buffer)
+            code = get_table(buffer, ctypes.byref(size), 0, family, _WIN_TABLE_OWNER_PID_ALL, 0)
+            if code == 0:
+                tables.append((width, buffer.raw[: size.value]))
+                break
+            if code != _WIN_ERROR_INSUFFICIENT_BUFFER:
+                raise OSError(errno.EIO, f"GetExtendedTcpTable failed with error {code}")
+        else:
+            raise OSError(errno.EIO, "GetExtendedTcpTable: the table kept growing")
+    return tables
+
+
+def _windows_sid(pid: int | None) -> bytes | None:  # pragma: no cover - Windows only
+    """The user SID of process `pid` (None: this process) as bytes; None when the
+    process cannot be opened or queried (it is not the user's)."""
+    import ctypes
+    from ctypes import wintypes
+
+    windll = ctypes.WinDLL  # type: ignore[attr-defined,unused-ignore]
+    kernel32 = windll("kernel32", use_last_error=True)
+    advapi32 = windll("advapi32", use_last_error=True)
+    kernel32.OpenProcess.argtypes = [wintypes.DWORD, wintypes.BOOL, wintypes.DWORD]
+    kernel32.OpenProcess.restype = wintypes.HANDLE
+    kernel32.GetCurrentProcess.restype = wintypes.HANDLE
+    kernel32.CloseHandle.argtypes = [wintypes.HANDLE]
+    advapi32.OpenProcessToken.argtypes = [
+        wintypes.HANDLE,
+        wintypes.DWORD,
+        ctypes.POINTER(wintypes.HANDLE),
+    ]
+    advapi32.GetTokenInformation.argtypes = [
+        wintypes.HANDLE,
+        ctypes.c_int,
+        ctypes.c_void_p,
+        wintypes.DWORD,
+        ctypes.POINTER(wintypes.DWORD),
+    ]
+    advapi32.GetLengthSid.argtypes = [ctypes.c_void_p]
+    advapi32.GetLengthSid.restype = wintypes.DWORD
+    process_query_limited_information, token_query, token_user = 0x1000, 0x0008, 1
+    if pid is None:
+        process = kernel32.GetCurrentProcess()
+    else:
+        process = kernel32.OpenProcess(process_query_limited_information, False, pid)
+        if not process:
+            return None
+    token = wintypes.HANDLE()
+    try:
+        if not advapi32.OpenProcessToken(process, token_query, ctypes.byref(token)):
+            return None
+        try:
+            size = wintypes.DWORD(0)
+            advapi32.GetTokenInformation(token, token_user, None, 0, ctypes.byref(size))
+            buffer = ctypes.create_string_buffer(size.value)
+            if not advapi32.GetTokenInformation(
+                token, token_user, buffer, size, ctypes.byref(size)
+            ):
+                return None
+            sid = ctypes.c_void_p.from_buffer(buffer).value  # TOKEN_USER.User.Sid
+            return None if sid is None else ctypes.string_at(sid, advapi32.GetLengthSid(sid))
+        finally:
+            kernel32.CloseHandle(token)
+    finally:
+        if pid is not None:
+            kernel32.CloseHandle(process)
+
+
+def verify(
+    ends: ConnectionEnds, expected_pid: int, check_pid: bool
+) -> str:  # pragma: no cover - Windows only
+    try:
+        tables = _windows_tcp_tables(ends)
+        my_sid = _windows_sid(None)
+    except (OSError, ValueError) as exc:
+        return blind(ends, check_pid, f"GetExtendedTcpTable: {exc}")
+    if my_sid is None:
+        return blind(ends, check_pid, "the host cannot read its own user SID")
+    return judge_windows(tables, ends, expected_pid, check_pid, _windows_sid, my_sid)
