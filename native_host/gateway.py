@@ -311,9 +311,7 @@ class CoreGateway:
         endpoint = connection.endpoint
         try:
             verdict = peer.verify_core_peer(
-                connection.sock,  # type: ignore[arg-type]  # a `_socket.socket` (issue 19)
-                endpoint.pid,
-                self.config.check_runtime_pid,
+                connection.sock, endpoint.pid, self.config.check_runtime_pid
             )
         except peer.PeerRefusedError as exc:
             if exc.reason == peer.RESOURCES:
