@@ -16,8 +16,8 @@ everywhere at once:
 
 from __future__ import annotations
 
+import _thread
 import os
-import threading
 import time
 
 from native_host import codec, errors, logs
@@ -70,7 +70,7 @@ class Admission:
         self.max_requests = max_requests
         self.max_untimed = max_untimed
         self.max_bytes = max_bytes
-        self._lock = threading.Lock()
+        self._lock = _thread.allocate_lock()
         self.requests = 0
         self.untimed = 0
         self.bytes = 0
@@ -101,6 +101,23 @@ class Admission:
         return Attempt(release)
 
 
+class Stopping:
+    """Set once, when the host shuts down; read by every request and stream. Only `set`
+    and `is_set` of a `threading.Event`, without importing `threading` (a relay start's
+    requests run on `_thread` threads, docs/performance.md)."""
+
+    __slots__ = ("_set",)
+
+    def __init__(self) -> None:
+        self._set = False
+
+    def set(self) -> None:
+        self._set = True
+
+    def is_set(self) -> bool:
+        return self._set
+
+
 def _stages(stage: str | None) -> tuple[str, str]:
     """(write stage, read stage): a subscribe or a probe reports both at its own stage."""
     if stage is None:
@@ -115,17 +132,17 @@ class CoreGateway:
         self,
         config: HostConfig,
         env: Mapping[str, str],
-        stopping: threading.Event | None = None,
+        stopping: Stopping | None = None,
     ) -> None:
         self.config = config
         self.env = env
-        self.stopping = stopping or threading.Event()
+        self.stopping = stopping or Stopping()
         self.registry = ConnectionRegistry()
         self.admission = Admission(
             config.max_in_flight_requests, config.max_untimed_requests, config.max_in_flight_bytes
         )
         self._launcher: Launcher | None = None
-        self._launcher_lock = threading.Lock()
+        self._launcher_lock = _thread.allocate_lock()
 
     @property
     def launcher(self) -> Launcher:

@@ -8,8 +8,8 @@ Core. Opening connections, and deciding whether to launch, is the gateway's.
 from __future__ import annotations
 
 import _socket
+import _thread
 import errno
-import threading
 import time
 
 from native_host import codec, errors
@@ -65,7 +65,7 @@ class ConnectionRegistry:
     """Every open Core socket, so shutdown can close them all at once (spec 7.13)."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self._lock = _thread.allocate_lock()
         self._sockets: set[_socket.socket] = set()
         self._closed = False
 
