@@ -3,11 +3,12 @@ unit a loaded machine cannot disturb.
 
 Every variant of `bench/run.py`'s figure (1) (the minimal relay, the echo, the venv's
 registered launcher, every `--bundle`) is started under `valgrind --tool=callgrind
---trace-children=yes` (the launcher's interpreter and a bundle's re-executed bootloader
-are counted too), sent one `ping`, and ended with SIGTERM once the answer is read, so
+--trace-children=yes`, sent one `ping`, and ended with SIGTERM once the answer is read, so
 every count stops at the answer (no exit or interpreter teardown). Counts are of user-space
-instructions only: system calls (files read, the peer check's netlink queries) are not in
-them, so they complement the timed figures and do not replace them.
+instructions of the image that answers: what ran before its last `execve` (a `/bin/sh`
+launcher, the first pass of a bundle's bootloader, which re-executes itself on Linux) and
+system calls (files read, the peer check's netlink queries) are not in them, so they
+complement the timed figures and do not replace them.
 
 Usage: python3 bench/instructions.py [--bundle [LABEL=]PATH]... [--runs N]
 """
