@@ -60,6 +60,12 @@ RELAY_MODULES = frozenset(
 )
 """Everything a ping may load beyond the interpreter's own start-up. Not here on
 purpose: what NEVER lists."""
+OTHER_SYSTEMS = {
+    "linux": ("native_host.core.peer.windows", "native_host.core.peer.macos", "ctypes"),
+    "darwin": ("native_host.core.peer.windows", "native_host.core.peer.linux"),
+    "win32": ("native_host.core.peer.linux", "native_host.core.peer.macos"),
+}
+"""Code only other systems run (the peer check is one module per system)."""
 NEVER = frozenset(
     {
         *("logging", "pathlib", "typing", "dataclasses", "inspect", "platformdirs"),
@@ -68,8 +74,7 @@ NEVER = frozenset(
         # the wrappers of the built-ins a relay uses: `socket` (its enums, `selectors`)
         # and `threading` cost a start more than the whole peer check (issue 19)
         *("socket", "selectors", "threading", "collections.abc", "runpy"),
-        # code only another system runs
-        *("native_host.core.peer.windows", "native_host.core.peer.macos", "ctypes"),
+        *OTHER_SYSTEMS.get(sys.platform, ()),
     }
 )
 
