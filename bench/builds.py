@@ -6,7 +6,8 @@
   writes) is what Chrome runs, so that is what is measured;
 - bundle: a PyInstaller onedir build given with `--bundle`, run as its executable (what
   a frozen `install` registers);
-- echo: `echo_host.py` behind a `#!<this interpreter> -IS` line, the floor for CPython.
+- relay: `relay_host.py` behind a `#!<this interpreter> -IS` line, the start-up floor
+  for CPython; echo: `echo_host.py` the same way, the floor for streaming.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import NamedTuple
 
 REPO = Path(__file__).resolve().parent.parent
 ECHO_SOURCE = Path(__file__).resolve().parent / "echo_host.py"
+RELAY_SOURCE = Path(__file__).resolve().parent / "relay_host.py"
 MANIFEST_NAME = "cc.isaaclin.pedelec.json"
 NOT_SOURCE = (".git", "build", "dist", "*.egg-info", "__pycache__", ".*_cache", ".venv")
 """Left out of the copy a wheel is built from: build output, caches, git."""
@@ -98,8 +100,16 @@ def registered_path(
 def echo_executable(directory: Path) -> Path:
     """The echo host as an executable script run with `python -I -S` (spelt `-IS`: Linux
     passes a shebang's options as one argument)."""
-    script = directory / "echo-host"
-    script.write_text(f"#!{sys.executable} -IS\n" + ECHO_SOURCE.read_text())
+    return _script(directory / "echo-host", ECHO_SOURCE)
+
+
+def relay_executable(directory: Path) -> Path:
+    """The minimal relay as an executable script run with `python -I -S`."""
+    return _script(directory / "relay-host", RELAY_SOURCE)
+
+
+def _script(script: Path, source: Path) -> Path:
+    script.write_text(f"#!{sys.executable} -IS\n" + source.read_text())
     script.chmod(0o755)
     return script
 

@@ -3,9 +3,11 @@
 (1) cold start, spawn -> `ping` answered through the dev Core; (2) the same through real
 headless Chromium, connectNative -> ping answered; (3) host CPU per relayed event at
 200 B and 512 KiB; (4) idle and high-water RSS; (5) bundle and venv size. The host is
-the wheel-installed venv (and every `--bundle`); the baseline is `bench/echo_host.py` run
-with `python -I -S`. Rounds interleave host and baseline (rotating the order each
-round), and ratios are taken per round, so a shared machine's drift cancels. See
+the wheel-installed venv (and every `--bundle`). The start-up baseline of (1) and (2) is
+`bench/relay_host.py`, the minimal relay (built-in modules, no threads, no checks); the
+baseline of (3) and (4) is `bench/echo_host.py`, which also streams; both run with
+`python -I -S`. Rounds interleave hosts and baselines (rotating the order each round),
+and ratios are taken per round, so a shared machine's drift cancels. See
 bench/README.md and docs/performance.md.
 
 Usage: python3 bench/run.py [--runs N] [--quick] [--bundle [LABEL=]PATH]... [--only FIGURE...]
@@ -35,7 +37,7 @@ from native_host.devcore import DevCore, DevCoreSettings
 from tests.support.checkout import permanent_directory
 
 TARGETS = {
-    "start_vs_echo": Target(1.25, "x"),
+    "start_vs_relay": Target(1.10, "x"),
     "frozen_vs_venv": Target(1.0, "x"),
     "cpu_small_us": Target(4.0, "us"),
     "cpu_large_ms": Target(0.8, "ms"),
@@ -49,7 +51,7 @@ LARGE_BYTES = 512 * 1024
 EVENTS = {"full": (20_000, 200), "quick": (5_000, 50)}
 """Events per flood (200 B, 512 KiB): enough that the host's per-event CPU dwarfs the
 noise of its start-up, which the idle session subtracts."""
-DEFAULT_RUNS = {"full": 15, "quick": 5}
+DEFAULT_RUNS = {"full": 20, "quick": 5}
 FIGURES = ("1", "2", "3", "4", "5")
 CONFIG_FILE_LABEL = "venv, with a config.json"
 CI_BUNDLE = "dist/pedelec-native-host/pedelec-native-host"
@@ -159,9 +161,9 @@ def cold_start(
     rounds(everything, 1, measure)  # warm-up: page cache, dev Core threads
     samples = rounds(everything, runs, measure)
     hosts = [v.label for v in variants if not v.baseline]
-    _ratio_rows(report, samples, "ms", "echo", hosts, TARGETS["start_vs_echo"])
+    _ratio_rows(report, samples, "ms", "relay", hosts, TARGETS["start_vs_relay"])
     _frozen_rows(report, samples, "ms", [h for h in hosts if h != "venv"])
-    _ratio_rows(report, samples, "ms", "echo", [CONFIG_FILE_LABEL], None)
+    _ratio_rows(report, samples, "ms", "relay", ["echo", CONFIG_FILE_LABEL], None)
     return samples
 
 
@@ -182,7 +184,7 @@ def browser_start(
     paths = {v.label: v.command[0] for v in variants}
     paths["venv"] = bench.launcher
     try:
-        bench.connect_to_ping(paths["echo"])  # warm-up: extension, page cache
+        bench.connect_to_ping(paths["relay"])  # warm-up: extension, page cache
         both = rounds(variants, runs, lambda v: bench.connect_to_ping(paths[v.label]))
     except FAILED as failure:
         raise RuntimeError(f"the browser run failed: {failure}") from None
@@ -190,8 +192,9 @@ def browser_start(
         bench.close()
     second = {label: [b * 1000 for _, b in pairs] for label, pairs in both.items()}
     hosts = [v.label for v in variants if not v.baseline]
-    _ratio_rows(report, second, "ms", "echo", hosts, TARGETS["start_vs_echo"])
+    _ratio_rows(report, second, "ms", "relay", hosts, TARGETS["start_vs_relay"])
     _frozen_rows(report, second, "ms", [h for h in hosts if h != "venv"])
+    _ratio_rows(report, second, "ms", "relay", ["echo"], None)
     return {
         "chromium": harness.chromium_version(chromium),
         "second_connect_ms": second,
@@ -208,8 +211,10 @@ def floods(
     counts: tuple[int, int],
 ) -> dict[str, Any]:
     """Figures (3) and (4): three host lifetimes per variant and round (idle, small and
-    large flood), so that per-event CPU is taken against an idle session of the same round."""
+    large flood), so that per-event CPU is taken against an idle session of the same round.
+    The minimal relay does not stream: the echo is the baseline here."""
     small, large = counts
+    variants = [v for v in variants if v.label != "relay"]
 
     def measure(variant: Variant) -> dict[str, processes.Session]:
         return {
@@ -342,18 +347,22 @@ def print_header(info: dict[str, Any]) -> None:
     load = info["load_average_at_start"][0]
     print(f"pedelec-native-host bench ({info['mode']}, {info['runs']} rounds, load {load:.2f})")
     print(f"  {info['machine']}, Python {info['python']}, commit {info['commit']}")
-    print("baseline 'echo': bench/echo_host.py under `python -I -S` (this interpreter). Per")
-    print("  request it reads runtime.json, opens a Core connection, sends the request and writes")
-    print("  the Core's answer back; a subscribe keeps its connection and forwards every line")
-    print("  (json decode + encode). No validation, policy, limits or log.")
+    print("baselines, under `python -I -S` (this interpreter), checking nothing (no validation,")
+    print("  policy, limits or log):")
+    print("  'relay' (figures 1, 2): bench/relay_host.py, the minimal relay: built-in modules")
+    print("    (_socket, os, struct, sys) and json, no threads; per request it reads")
+    print("    runtime.json, asks the Core on a fresh connection and writes the answer back;")
+    print("  'echo' (figures 3, 4; a line in 1, 2): bench/echo_host.py, the same with `socket`")
+    print("    and `_thread`, and a subscribe forwards every stream line (json decode + encode).")
 
 
 def make_variants(
     root: Path, venv: Path, env: dict[str, str], bundles: dict[str, Path]
 ) -> list[Variant]:
-    """echo, venv (the launcher its `install` registers) and every bundle."""
+    """relay, echo, venv (the launcher its `install` registers) and every bundle."""
     launcher = builds.registered_path(venv / "bin" / "pedelec-native-host", env, root / "profile")
     variants = [
+        Variant("relay", (str(builds.relay_executable(root)),), baseline=True),
         Variant("echo", (str(builds.echo_executable(root)),), baseline=True),
         Variant("venv", (launcher,)),
     ]

@@ -14,7 +14,10 @@ from __future__ import annotations
 import gc
 import os
 import sys
-from collections.abc import Sequence
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: a relay start does not import collections.abc
+    from collections.abc import Sequence
 
 PROG = "pedelec-native-host"
 EXIT_USAGE = 2

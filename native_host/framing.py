@@ -7,10 +7,10 @@ function that writes frames to the browser.
 
 from __future__ import annotations
 
+import _thread
 import os
 import struct
 import sys
-import threading
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -151,7 +151,7 @@ class FrameWriter:
 
     def __init__(self, fd: int, on_broken: Callable[[], None] | None = None) -> None:
         self._fd = fd
-        self._lock = threading.Lock()
+        self._lock = _thread.allocate_lock()
         self._closed = False
         self._on_broken = on_broken
 

@@ -18,9 +18,9 @@ everywhere at once:
 
 from __future__ import annotations
 
+import _thread
 import collections
 import os
-import threading
 import time
 
 from native_host import codec, errors, logs
@@ -36,6 +36,7 @@ from native_host.core.lines import MAX_LINE_BYTES
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import threading
     from collections.abc import Callable, Mapping
     from typing import Any
 
@@ -191,16 +192,17 @@ class Admission:
         max_bytes: int,
         max_queued: int,
         max_queued_bytes: int,
-        stopping: threading.Event | None = None,
+        stopping: Stopping | None = None,
     ) -> None:
         self.max_bytes = max_bytes
         self.max_queued = max_queued
         self.max_queued_bytes = max_queued_bytes
         self.origin_max_queued = (max_queued + 1) // 2
         self.origin_max_queued_bytes = (max_queued_bytes + 1) // 2
-        self.stopping = stopping or threading.Event()
-        self._lock = threading.Lock()
-        self._changed = threading.Condition(self._lock)
+        self.stopping = stopping or Stopping()
+        self._lock = _thread.allocate_lock()
+        self._changed: threading.Condition | None = None
+        """Wakes the deadline thread; made with it, when something first queues."""
         self._timed = _Lane(max_requests)
         self._untimed = _Lane(max_untimed)
         self._local = _Lane(LOCAL_PLACES)
@@ -274,7 +276,7 @@ class Admission:
                 self._deadlines = [e for e in self._deadlines if e[2].queued]
                 heapq.heapify(self._deadlines)
             heapq.heappush(self._deadlines, entry)
-            if self._deadlines[0] is entry:
+            if self._deadlines[0] is entry and self._changed is not None:
                 self._changed.notify()
         lane.push(ticket)
         ticket.queued = True
@@ -341,6 +343,10 @@ class Admission:
         (under the lock, on the first queued request with a deadline)."""
         if self._watching:
             return
+        import threading  # only a queue needs it, never a ping (docs/performance.md)
+
+        self._changed = threading.Condition(self._lock)
+        logs.hook_threads()
         try:
             threading.Thread(target=self._expire_late, name="queue-deadlines", daemon=True).start()
         except RuntimeError as exc:
@@ -362,13 +368,30 @@ class Admission:
                         self._lane(ticket).remove(ticket)
                         self._unqueue(ticket)
                         late.append(ticket)
-                if not late:
+                if not late and self._changed is not None:
                     wait = self._deadlines[0][0] - now if self._deadlines else None
                     self._changed.wait(wait)
             for ticket in late:
                 expire, ticket.start, ticket.expire = ticket.expire, None, None
                 if expire is not None and not self.stopping.is_set():
                     expire(errors.response_timed_out(ticket.stage, ticket.timeout_ms, queued=True))
+
+
+class Stopping:
+    """Set once, when the host shuts down; read by every request and stream. Only `set`
+    and `is_set` of a `threading.Event`, without importing `threading` (a relay start's
+    requests run on `_thread` threads, docs/performance.md)."""
+
+    __slots__ = ("_set",)
+
+    def __init__(self) -> None:
+        self._set = False
+
+    def set(self) -> None:
+        self._set = True
+
+    def is_set(self) -> bool:
+        return self._set
 
 
 def _stages(stage: str | None) -> tuple[str, str]:
@@ -385,11 +408,11 @@ class CoreGateway:
         self,
         config: HostConfig,
         env: Mapping[str, str],
-        stopping: threading.Event | None = None,
+        stopping: Stopping | None = None,
     ) -> None:
         self.config = config
         self.env = env
-        self.stopping = stopping or threading.Event()
+        self.stopping = stopping or Stopping()
         self.registry = ConnectionRegistry()
         self.admission = Admission(
             config.max_in_flight_requests,
@@ -400,7 +423,7 @@ class CoreGateway:
             self.stopping,
         )
         self._launcher: Launcher | None = None
-        self._launcher_lock = threading.Lock()
+        self._launcher_lock = _thread.allocate_lock()
 
     @property
     def launcher(self) -> Launcher:

@@ -12,14 +12,15 @@ bodies appear only at `trace`, with ticket secrets redacted at every level.
 
 from __future__ import annotations
 
+import _thread
 import os
 import sys
-import threading
 import time
-from collections.abc import Mapping
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # `typing` costs a relay start milliseconds; annotations only
+    import threading
+    from collections.abc import Mapping
     from typing import Any
 
 TRACE = 5
@@ -44,7 +45,7 @@ class _Sink:
         self.level = INFO
         self.path: str | None = None
         self.fd: int | None = None
-        self.lock = threading.Lock()
+        self.lock = _thread.allocate_lock()
 
     def write(self, line: str) -> None:
         if self.path is None:
@@ -170,8 +171,18 @@ def setup(level_name: str, env: Mapping[str, str] = os.environ) -> str | None:
         return None
     _sink.path = os.path.join(directory, LOG_FILE)
     sys.excepthook = _log_uncaught
-    threading.excepthook = _log_thread_exception
+    hook_threads()
     return _sink.path
+
+
+def hook_threads() -> None:
+    """Log what escapes a `threading.Thread`, once `threading` is loaded: a relay start
+    does not load it (its request threads are `_thread` threads, whose failures the relay
+    answers and logs itself), so code that starts a `threading.Thread` calls this."""
+    if "threading" in sys.modules:
+        import threading
+
+        threading.excepthook = _log_thread_exception
 
 
 def close() -> None:

@@ -98,10 +98,12 @@ def test_user_data_dir_install_writes_manifest_and_launcher(
     assert mode(launcher) == 0o700
     assert mode(manifest_path.parent) == 0o700
     text = launcher.read_text()
-    assert text.startswith("#!/bin/sh\n")
-    assert f"exec {sys.executable} -I -c 'import sys; from native_host.cli" in text or (
-        f"exec '{sys.executable}' -I -c 'import sys; from native_host.cli" in text
-    )
+    if " " in sys.executable or len(sys.executable) > 120:  # no `#!` line can carry it
+        assert text.startswith("#!/bin/sh\n")
+        assert f"{sys.executable}' -I -c 'import sys; from native_host.cli" in text
+    else:  # the kernel starts the interpreter itself: no shell
+        assert text.startswith(f"#!{sys.executable} -I\n")
+        assert text.endswith("\nimport sys; from native_host.cli import main; sys.exit(main())\n")
     assert f"launcher {launcher}" in result.stdout
     assert f"manifest {manifest_path}" in result.stdout
     assert (tmp_path / "state" / installer.RECORD_FILE).is_file()
@@ -138,6 +140,24 @@ def test_launcher_ignores_a_planted_pythonpath_and_working_directory(
         capture_output=True,
         text=True,
         timeout=30,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("pedelec-native-host ")
+    assert not marker.exists()
+
+
+def test_launcher_ignores_a_package_planted_beside_it(tmp_path: Path, env: dict[str, str]) -> None:
+    """The launcher is a script Python runs: its own directory is not on `sys.path`, so a
+    `native_host` planted next to it cannot replace the host."""
+    assert run_cli(env, "install", "--user-data-dir", str(tmp_path / "p")).returncode == 0
+    launcher = tmp_path / "state" / "pedelec-native-host"
+    marker = tmp_path / "planted-ran"
+    payload = f"open({str(marker)!r}, 'w').close()\n"
+    for name in ("native_host", "sys"):
+        (launcher.parent / name).mkdir()
+        (launcher.parent / name / "__init__.py").write_text(payload)
+    result = subprocess.run(
+        [str(launcher), "version"], env=env, capture_output=True, text=True, timeout=30
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("pedelec-native-host ")
@@ -550,9 +570,28 @@ def test_template_matches_what_install_writes() -> None:
 
 def test_launcher_quoting_survives_spaces_and_quotes() -> None:
     text = installer.launcher_text(locations.Os.LINUX, "/opt/it's here/python").decode()
+    assert text.startswith("#!/bin/sh\n")
     assert """exec '/opt/it'"'"'s here/python' -I -c 'import sys""" in text
     assert installer.launcher_interpreter(text) == "/opt/it's here/python"
     assert installer.launcher_interpreter("#!/bin/sh\nexec /usr/bin/other\n") is None
+    assert installer.launcher_interpreter("#!/usr/bin/python3 -I\nprint(1)\n") is None
+
+
+def test_launcher_names_its_interpreter_on_the_shebang_line_when_it_fits() -> None:
+    site = "/home/u/.local/share/pedelec/venv/lib/python3.11/site-packages"
+    python = "/home/u/.local/share/pedelec/venv/bin/python"
+    text = installer.launcher_text(locations.Os.DARWIN, python, [site, "/it's"]).decode()
+    first, *_ = text.splitlines()
+    assert first == f"#!{python} -IS"  # one word: Linux passes it as one argument
+    assert text.endswith(
+        f'import sys; sys.path += [{site!r}, "/it\'s"]; '
+        + ("from native_host.cli import main; sys.exit(main())\n")
+    )
+    assert installer.launcher_interpreter(text) == python
+    too_long = "/opt/" + "p" * 120 + "/python"
+    text = installer.launcher_text(locations.Os.LINUX, too_long).decode()
+    assert text.startswith("#!/bin/sh\n")
+    assert installer.launcher_interpreter(text) == too_long
 
 
 PROFILE = "C:\\Users\\O'Brien Jos\u00e9"

@@ -7,9 +7,9 @@ Core. Opening connections, and deciding whether to launch, is the gateway's.
 
 from __future__ import annotations
 
+import _socket
+import _thread
 import errno
-import socket
-import threading
 import time
 
 from native_host import codec, errors
@@ -52,10 +52,10 @@ def response_shape_error(response: Any) -> str | None:
     return None
 
 
-def close_socket(sock: socket.socket) -> None:
+def close_socket(sock: _socket.socket) -> None:
     """Shut down and close, waking any thread blocked in recv; never raises."""
     try:
-        sock.shutdown(socket.SHUT_RDWR)
+        sock.shutdown(_socket.SHUT_RDWR)
     except OSError:
         pass
     sock.close()
@@ -65,11 +65,11 @@ class ConnectionRegistry:
     """Every open Core socket, so shutdown can close them all at once (spec 7.13)."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._sockets: set[socket.socket] = set()
+        self._lock = _thread.allocate_lock()
+        self._sockets: set[_socket.socket] = set()
         self._closed = False
 
-    def add(self, sock: socket.socket) -> None:
+    def add(self, sock: _socket.socket) -> None:
         """Track a socket; OSError (and the socket closed) once shutdown has begun."""
         with self._lock:
             if self._closed:
@@ -77,7 +77,7 @@ class ConnectionRegistry:
                 raise OSError("host is shutting down")
             self._sockets.add(sock)
 
-    def discard(self, sock: socket.socket) -> None:
+    def discard(self, sock: _socket.socket) -> None:
         with self._lock:
             self._sockets.discard(sock)
         close_socket(sock)
@@ -95,17 +95,20 @@ class ConnectionRegistry:
             close_socket(sock)
 
 
-def connect_socket(endpoint: CoreEndpoint, timeout_s: float) -> socket.socket:
+def connect_socket(endpoint: CoreEndpoint, timeout_s: float) -> _socket.socket:
     """A TCP connection to the endpoint; raises OSError (the gateway decides what it means).
 
     A literal IPv4 address needs no resolver: `create_connection` would run getaddrinfo,
-    which loads the IDNA codec (and `unicodedata`) on every host start.
+    which loads the IDNA codec (and `unicodedata`) on every host start. The built-in
+    `_socket.socket` is the same object on every OS without the `socket` module's wrapper
+    (enums, `selectors`: a few milliseconds of every start); nothing here uses what the
+    wrapper adds (`makefile`, `with`, `dup`, enum-valued `family`).
     """
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock = _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM)
     try:
         sock.settimeout(timeout_s)
         sock.connect((endpoint.host, endpoint.port))
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.setsockopt(_socket.IPPROTO_TCP, _socket.TCP_NODELAY, 1)
     except BaseException:
         sock.close()
         raise
@@ -127,7 +130,7 @@ def _not_running(stage: str, error: str) -> errors.HostError:
 class CoreConnection:
     """An open, verified connection to the Core, owned by one request or one stream."""
 
-    def __init__(self, sock: socket.socket, endpoint: CoreEndpoint, registry: ConnectionRegistry):
+    def __init__(self, sock: _socket.socket, endpoint: CoreEndpoint, registry: ConnectionRegistry):
         self.sock = sock
         self.endpoint = endpoint
         self.reader = LineReader(sock)

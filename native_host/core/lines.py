@@ -10,7 +10,7 @@ import time
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    import socket
+    import _socket
 
 MAX_LINE_BYTES = 1_048_576
 KEEP_BYTES = 4096
@@ -44,7 +44,7 @@ class LineReader:
     bigger chunks.
     """
 
-    def __init__(self, sock: socket.socket, limit: int = MAX_LINE_BYTES) -> None:
+    def __init__(self, sock: _socket.socket, limit: int = MAX_LINE_BYTES) -> None:
         self._sock = sock
         self._limit = limit
         self._buffer = bytearray()

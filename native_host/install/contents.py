@@ -16,11 +16,14 @@ LAUNCHER_NAMES = {Os.LINUX: "pedelec-native-host", Os.DARWIN: "pedelec-native-ho
 WINDOWS_LAUNCHER = "pedelec-native-host.bat"
 LAUNCHER_MARK = "# Written by `pedelec-native-host install`; Chrome runs this as the host."
 INTERPRETER_OPTIONS = ("-I",)
+"""Isolated mode: no PYTHONPATH, no user site, no current directory on sys.path, so the
+environment a browser passes cannot change which code runs (docs/install.md, "The
+launcher")."""
 ENTRY = "import sys; from native_host.cli import main; sys.exit(main())"
 """What the launcher runs."""
-"""Isolated mode: no PYTHONPATH, no user site, no current directory on sys.path, so the
-environment a browser passes cannot change which code runs. `-S` was measured and not
-kept (docs/install.md, "The launcher")."""
+SHEBANG_MAX_BYTES = 127
+"""The longest `#!` line every kernel reads whole (Linux before 5.1 read 128 bytes with
+the newline; macOS reads 512): a longer one falls back to `/bin/sh`."""
 
 
 def launcher_name(os_name: Os) -> str:
@@ -50,11 +53,14 @@ def launcher_text(
     """A script Chrome can execute that runs this package with this interpreter.
 
     Chrome starts the host for every burst of page activity, so the launcher skips what a
-    start does not need: `-c` rather than `-m` (runpy and its imports, about 2 ms), and,
-    when `import_paths` says where the package and its dependencies live (a lasting
-    install in site directories), `-S` with those paths instead of `site` (about 1 ms),
-    after the standard library's, as `site` would put them (every stdlib import would
-    otherwise look in them first).
+    start does not need: `-c` or a script rather than `-m` (runpy and its imports, about
+    2 ms), and, when `import_paths` says where the package and its dependencies live (a
+    lasting install in site directories), `-S` with those paths instead of `site` (about
+    1 ms), after the standard library's, as `site` would put them (every stdlib import
+    would otherwise look in them first). On Linux and macOS the launcher is a Python
+    script whose `#!` line names the interpreter (the kernel starts it directly: no
+    shell, about 0.7 ms), unless that line cannot carry the path (white space, length):
+    then `/bin/sh` execs it.
 
     On Windows the batch file is ASCII (cmd.exe reads it in the OEM code page, so
     `C:\\Users\\José` would reach it as `Jos├®`) and its code string holds no `"` (a
@@ -68,6 +74,10 @@ def launcher_text(
     if import_paths:
         rest = ENTRY.removeprefix("import sys; ")
         entry = f"import sys; sys.path += {list(import_paths)!r}; {rest}"
+    # Linux passes everything after the path as one argument: the options as one word.
+    shebang = f"#!{python} -{''.join(option.lstrip('-') for option in options.split())}"
+    if len(shebang.encode()) <= SHEBANG_MAX_BYTES and not any(c.isspace() for c in python):
+        return f"{shebang}\n{LAUNCHER_MARK}\n{entry}\n".encode()
     quoted = shlex.quote(python)
     return (
         f'#!/bin/sh\n{LAUNCHER_MARK}\nexec {quoted} {options} -c {shlex.quote(entry)} "$@"\n'
@@ -138,6 +148,9 @@ def launcher_interpreter(text: str, launcher_dir: str | None = None) -> str | No
     """The interpreter a launcher written by `launcher_text` runs, or None if the text is
     not such a launcher (doctor uses this to explain a host that cannot start);
     `launcher_dir` resolves a batch file's `%~dp0`."""
+    if text.startswith("#!") and not text.startswith("#!/bin/sh\n") and LAUNCHER_MARK in text:
+        words = text[2:].split("\n", 1)[0].split()
+        return words[0] if words else None
     for line in text.splitlines():
         if line.startswith('@"'):
             spelled = line[2:].split('"', 1)[0]

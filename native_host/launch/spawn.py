@@ -136,6 +136,7 @@ def spawn_detached(
             proc = _popen(program, argv, cwd, env, WINDOWS_CREATION_FLAGS)
     else:
         proc = _popen(program, argv, cwd, env, 0)
+    logs.hook_threads()
     threading.Thread(
         target=_reap, args=(proc,), name=f"reap-desktop-{proc.pid}", daemon=True
     ).start()

@@ -41,7 +41,7 @@ from native_host.core.peer.rule import (
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    import socket
+    import _socket
 
 __all__ = [
     "CONNECTION_GONE",
@@ -70,7 +70,7 @@ def _verify_here(ends: ConnectionEnds, expected_pid: int, check_pid: bool) -> st
     return verify(ends, expected_pid, check_pid)
 
 
-def verify_core_peer(sock: socket.socket, expected_pid: int, check_pid: bool = True) -> str:
+def verify_core_peer(sock: _socket.socket, expected_pid: int, check_pid: bool = True) -> str:
     """Check that the server end of `sock` (connected, nothing written yet) belongs to the
     user and is held by `expected_pid` (runtime.json's pid); raise PeerRefusedError if not.
 

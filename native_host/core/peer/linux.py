@@ -7,16 +7,16 @@ from `/proc/net/tcp[6]`; `/proc/<pid>/fd` must then hold that socket or the list
 the Core's port. A connection the server has not accepted yet has no descriptor (inode
 0); it is judged by the listener whose queue holds it.
 
-Written with `os`, `socket`, `struct` and `sys` only (no `re`, `pathlib`, `typing` at
-run time): this runs on every request, including the cold start of a host that answers
-one `ping`.
+Written with `os`, `_socket`, `struct` and `sys` only (no `re`, `pathlib`, `typing` at
+run time, nor the `socket` wrapper, whose enums cost a cold start more than the check):
+this runs on every request, including the cold start of a host that answers one `ping`.
 """
 
 from __future__ import annotations
 
+import _socket
 import errno
 import os
-import socket
 import struct
 import sys
 
@@ -79,7 +79,7 @@ def diag_request(family: int, local: tuple[bytes, int], remote: tuple[bytes, int
     """A sock_diag exact lookup of the TCP socket whose own address is `local` and whose
     peer is `remote` (the remote `(b"", 0)` asks for the listener on `local`)."""
     body = (
-        _REQ_HEAD.pack(family, socket.IPPROTO_TCP, 0, 0, 0xFFFFFFFF)
+        _REQ_HEAD.pack(family, _socket.IPPROTO_TCP, 0, 0, 0xFFFFFFFF)
         + _SOCKID_PORTS.pack(local[1], remote[1])
         + _packed16(local[0])
         + _packed16(remote[0])
@@ -108,7 +108,7 @@ def parse_diag_reply(reply: bytes) -> TcpEnd | None:
     if kind != _SOCK_DIAG_BY_FAMILY or length < at + _MSG_SIZE:
         raise OSError(errno.EPROTO, f"unexpected sock_diag answer type {kind}")
     family = reply[at + _MSG_FAMILY]
-    width = 4 if family == socket.AF_INET else 16
+    width = 4 if family == _socket.AF_INET else 16
     src = reply[at + _MSG_SRC : at + _MSG_SRC + width]
     dst = reply[at + _MSG_DST : at + _MSG_DST + width]
     sport, dport = _SOCKID_PORTS.unpack_from(reply, at + _MSG_PORTS)
@@ -119,15 +119,18 @@ def parse_diag_reply(reply: bytes) -> TcpEnd | None:
 def sock_diag_lookup(ends: ConnectionEnds, listener: bool) -> TcpEnd | None:
     """The server end (or its listener) through one netlink exact lookup; None when the
     kernel has no such socket; OSError when sock_diag is not available."""
-    family = socket.AF_INET if len(ends.server_ip) == 4 else socket.AF_INET6
+    family = _socket.AF_INET if len(ends.server_ip) == 4 else _socket.AF_INET6
     remote = (b"", 0) if listener else (ends.client_ip, ends.client_port)
     request = diag_request(family, (ends.server_ip, ends.server_port), remote)
-    with socket.socket(
-        socket.AF_NETLINK, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC, _NETLINK_SOCK_DIAG
-    ) as nl:
+    nl = _socket.socket(
+        _socket.AF_NETLINK, _socket.SOCK_DGRAM | _socket.SOCK_CLOEXEC, _NETLINK_SOCK_DIAG
+    )
+    try:
         nl.sendto(request, (0, 0))
         # The kernel answers inside sendto(): a missing answer is an error, never a wait.
-        reply = nl.recv(8192, socket.MSG_DONTWAIT)
+        reply = nl.recv(8192, _socket.MSG_DONTWAIT)
+    finally:
+        nl.close()
     return parse_diag_reply(reply)
 
 

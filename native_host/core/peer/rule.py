@@ -2,14 +2,15 @@
 of a refusal and of a passed check, the refusal itself, the two ends of a connection, how
 a socket record is matched to them, and what happens when nothing can be checked.
 
-Written with `errno` and `socket` only: this runs on every request, including the cold
-start of a host that answers one `ping`.
+Written with `errno` and `_socket` only (the built-in, the same on every system, not the
+`socket` wrapper, whose enums cost a cold start more than the check): this runs on every
+request, including the cold start of a host that answers one `ping`.
 """
 
 from __future__ import annotations
 
+import _socket
 import errno
-import socket
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -73,23 +74,23 @@ class ConnectionEnds:
         self.client_port = client_port
 
     @classmethod
-    def of(cls, sock: socket.socket) -> ConnectionEnds:
+    def of(cls, sock: _socket.socket) -> ConnectionEnds:
         """The ends of a connected socket (OSError when it is not connected)."""
         peer = sock.getpeername()
         here = sock.getsockname()
         family = sock.family
         return cls(
-            plain_ip(socket.inet_pton(family, peer[0])),
+            plain_ip(_socket.inet_pton(family, peer[0])),
             peer[1],
-            plain_ip(socket.inet_pton(family, here[0])),
+            plain_ip(_socket.inet_pton(family, here[0])),
             here[1],
         )
 
     @property
     def where(self) -> str:
         """The Core's address as the user would write it (for messages)."""
-        family = socket.AF_INET if len(self.server_ip) == 4 else socket.AF_INET6
-        return f"{socket.inet_ntop(family, self.server_ip)}:{self.server_port}"
+        family = _socket.AF_INET if len(self.server_ip) == 4 else _socket.AF_INET6
+        return f"{_socket.inet_ntop(family, self.server_ip)}:{self.server_port}"
 
 
 class TcpEnd:

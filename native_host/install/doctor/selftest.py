@@ -170,16 +170,14 @@ def run_self_test(host: Path, env: Mapping[str, str], timeout: float) -> list[Fi
     try:
         proc = HostProcess([str(host)], [origin], env, cwd=str(host.parent))
     except OSError as exc:
-        return [
-            Finding(
-                Status.FAIL,
-                "",
-                "host starts",
-                f"{host}: {exc.strerror or exc}",
-                "reinstall, or point --host-path at a working build",
-                EXITED,
-            )
-        ]
+        # A launcher whose `#!` interpreter is gone cannot be executed at all (ENOENT);
+        # Chrome's forked child then exits 127, so the browser says "exited".
+        detail = f"{host}: {exc.strerror or exc}"
+        hint = "reinstall, or point --host-path at a working build"
+        gone = _interpreter_gone(Exit(host, None, ""))
+        if gone is not None:
+            detail, hint = f"{detail}: {gone[0]}", gone[1]
+        return [Finding(Status.FAIL, "", "host starts", detail, hint, EXITED)]
     try:
         try:
             reply = proc.request({"type": "ping", "requestId": PING_ID}, timeout=timeout)
