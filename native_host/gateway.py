@@ -100,7 +100,7 @@ class Ticket:
         origin: str | None,
         timeout_ms: int | None,
         stage: str,
-        start: Callable[[Attempt], None],
+        start: Callable[[Attempt], object],
         expire: Callable[[errors.HostError], object],
         local: bool = False,
     ) -> None:
@@ -109,7 +109,7 @@ class Ticket:
         self.origin = origin
         self.timeout_ms = timeout_ms
         self.stage = stage
-        self.start: Callable[[Attempt], None] | None = start
+        self.start: Callable[[Attempt], object] | None = start
         self.expire: Callable[[errors.HostError], object] | None = expire
         self.admitted = time.monotonic()
         self.attempt = Attempt(admitted=self.admitted)

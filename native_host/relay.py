@@ -149,13 +149,14 @@ class Relay:
             log.info("request %s %s (%d bytes)", request.request_id, request.type, len(body))
             logs.trace_body(log, "request body", message)
             origin = self._check_origin(request)
+            start: Callable[[Attempt], object]
             if kind == "subscribe_thread":
                 messages.check_subscribe_fields(request.message)
-                target = self.subscriptions.subscribe
+                start = functools.partial(self._start_subscribe, request, origin)
             elif kind in messages.HOST_LOCAL_TYPES:
-                target = self._answer_host_local
+                start = functools.partial(self._spawn, self._answer_host_local, request, origin)
             else:
-                target = self._relay_request
+                start = functools.partial(self._spawn, self._relay_request, request, origin)
             stage = (
                 errors.STAGE_SUBSCRIBE
                 if kind == "subscribe_thread"
@@ -167,7 +168,7 @@ class Relay:
                     origin,
                     self._timeout_ms(request),
                     stage,
-                    functools.partial(self._spawn, target, request, origin),
+                    start,
                     functools.partial(self.outbox.fail, request.request_id, kind),
                     local=kind in messages.HOST_LOCAL_TYPES,
                 )
@@ -196,14 +197,32 @@ class Relay:
             raise host_local_request_error(value)
         return validate_caller_origin(value, self.policy)
 
+    def _start_subscribe(
+        self, request: NativeRequest, origin: str | None, attempt: Attempt
+    ) -> None:
+        """Claim the subscription's key here, where admitted requests start one after
+        the other in arrival order, so a duplicate never overtakes the subscribe it
+        duplicates; the rest runs on the request's own thread."""
+        try:
+            sub, owner = self.subscriptions.claim(request, origin)
+        except HostError as error:
+            attempt.release()
+            self.outbox.fail(request.request_id, request.type, error)
+            return
+        subscribe = functools.partial(self.subscriptions.subscribe, claimed=(sub, owner))
+        refused = self._spawn(subscribe, request, origin, attempt)
+        if refused is not None and owner:  # no setup will run: nobody may wait on the key
+            self.subscriptions.abandon(sub, refused.to_error())
+
     def _spawn(
         self,
         target: Callable[[NativeRequest, str | None, Attempt], None],
         request: NativeRequest,
         origin: str | None,
         attempt: Attempt,
-    ) -> None:
-        """Run an admitted request on its own thread (called when it gets its place)."""
+    ) -> HostError | None:
+        """Run an admitted request on its own thread (called when it gets its place);
+        the error it was answered with if the OS gave it no thread."""
         # `_thread`, not `threading`: a request thread needs no handle (`_guarded` answers
         # whatever happens to it, and exit abandons it), and `threading` costs a start
         # about 5% of a minimal relay's whole start (docs/performance.md).
@@ -211,11 +230,10 @@ class Relay:
             _thread.start_new_thread(self._guarded, (target, request, origin, attempt))
         except RuntimeError as exc:  # "can't start new thread": the OS said no
             attempt.release()
-            self.outbox.fail(
-                request.request_id,
-                request.type,
-                errors.resources_exhausted(errors.STAGE_ADMIT_REQUEST, str(exc)),
-            )
+            refused = errors.resources_exhausted(errors.STAGE_ADMIT_REQUEST, str(exc))
+            self.outbox.fail(request.request_id, request.type, refused)
+            return refused
+        return None
 
     def _guarded(
         self,

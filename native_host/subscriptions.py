@@ -78,28 +78,42 @@ class Subscriptions:
         with self._lock:
             return self._table.get(sub.key) is sub and sub.live
 
-    def subscribe(self, request: NativeRequest, origin: str | None, attempt: Attempt) -> None:
-        """Handle one subscribe_thread request (runs on its own thread).
+    def claim(self, request: NativeRequest, origin: str | None) -> tuple[Subscription, bool]:
+        """The request's key: taken now (True: this request sets it up), or the
+        subscribe already on it. The relay claims in arrival order, before the request's
+        thread runs, so a duplicate never overtakes the subscribe it duplicates.
+        HOST_BUSY when a new key would pass the cap."""
+        thread_id: str = request.message["threadId"]
+        key = (thread_id, origin)
+        with self._lock:
+            sub = self._table.get(key)
+            if sub is not None:
+                return sub, False
+            limit = self.gateway.config.max_subscriptions
+            if len(self._table) >= limit:
+                raise errors.host_busy(
+                    errors.BUSY_SUBSCRIPTIONS, limit, note=errors.NOTE_SUBSCRIPTIONS_NOT_QUEUED
+                )
+            sub = self._table[key] = Subscription(key, thread_id)
+            return sub, True
+
+    def subscribe(
+        self,
+        request: NativeRequest,
+        origin: str | None,
+        attempt: Attempt,
+        claimed: tuple[Subscription, bool] | None = None,
+    ) -> None:
+        """Handle one subscribe_thread request (runs on its own thread), on the key
+        `claimed` for it, or on one it claims itself.
 
         A request that already reached the Core (a duplicate's `thread_snapshot`) is
         never sent again, even when its key died meanwhile (spec 7.5 over 9.3).
         """
-        thread_id: str = request.message["threadId"]
-        key = (thread_id, origin)
         while True:
             self.gateway.refuse_resend(attempt, errors.STAGE_SUBSCRIBE)
-            with self._lock:
-                sub = self._table.get(key)
-                owner = sub is None
-                if sub is None:
-                    limit = self.gateway.config.max_subscriptions
-                    if len(self._table) >= limit:
-                        raise errors.host_busy(
-                            errors.BUSY_SUBSCRIPTIONS,
-                            limit,
-                            note=errors.NOTE_SUBSCRIPTIONS_NOT_QUEUED,
-                        )
-                    sub = self._table[key] = Subscription(key, thread_id)
+            sub, owner = claimed or self.claim(request, origin)
+            claimed = None
             if owner:
                 self._own_setup(sub, request, origin, attempt)
                 return
@@ -166,14 +180,21 @@ class Subscriptions:
         return True
 
     # --- setup -----------------------------------------------------------------------
-    def _fail_setup(self, sub: Subscription, request: NativeRequest, error: dict[str, Any]) -> None:
+    def abandon(self, sub: Subscription, error: dict[str, Any]) -> None:
+        """Give up a key whose setup cannot go on: whoever waits on it is answered
+        `error`, and the next subscribe on it starts afresh."""
         sub.setup_error = error
         self._remove(sub)
         sub.ready.set()
         if sub.connection is not None:
             sub.connection.close()
+
+    def _fail_setup(self, sub: Subscription, request: NativeRequest, error: dict[str, Any]) -> None:
+        """Answer the request that set the key up, then those waiting on it: a duplicate
+        never overtakes the answer it waited for."""
         if not self.stopping.is_set():
             self.outbox.error(request.request_id, request.type, error)
+        self.abandon(sub, error)
 
     def _setup(
         self, sub: Subscription, request: NativeRequest, origin: str | None, attempt: Attempt

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import os
 import struct
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -41,7 +43,61 @@ def test_a_request_the_os_gives_no_thread_is_answered_and_releases_its_place(
             assert (reply["requestId"], reply["ok"]) == (f"p{index}", False)
             assert reply["error"]["code"] == "HOST_RESOURCES_EXHAUSTED"
             assert reply["error"]["details"]["stage"] == "admit_request"
-        assert relay.gateway.admission.requests == 0  # never HOST_BUSY: places came back
+        # Every refusal gave its place back: had one leaked, the later pings would have
+        # queued behind the few host-local places, and this one would wait out its
+        # deadline there; it goes on to the Core (absent here) at once instead.
+        monkeypatch.undo()
+        relay.handle_body(json.dumps({"type": "ping", "requestId": "after"}).encode())
+        reply = read_frame(frames)
+        details = reply.get("error", {}).get("details", {})
+        assert reply["requestId"] == "after", reply
+        assert details.get("stage") != "admit_request" and not details.get("queued"), reply
+    finally:
+        os.close(frames)
+        os.close(written)
+
+
+def test_a_duplicate_subscribe_never_overtakes_the_one_it_duplicates(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The OS may run the second subscribe's thread first; the key is claimed in arrival
+    order all the same, so "first" sets it up and is answered before its duplicate."""
+    real_start = relay_module._thread.start_new_thread
+    held: list[tuple[Callable[..., object], tuple[Any, ...]]] = []
+
+    def second_thread_first(function: Callable[..., object], args: tuple[Any, ...]) -> int:
+        held.append((function, args))
+        if len(held) == 2:
+            done = relay_module._thread.allocate_lock()
+            done.acquire()
+
+            def run_second() -> None:
+                try:
+                    function(*args)
+                finally:
+                    done.release()
+
+            real_start(run_second, ())
+            done.acquire(timeout=2)  # a duplicate waits for "first" and holds the lock
+            first_function, first_args = held[0]
+            real_start(first_function, first_args)
+        return 0
+
+    frames, written = os.pipe()
+    try:
+        relay = relay_module.Relay(
+            HostConfig(), {"HOME": str(tmp_path)}, Outbox(FrameWriter(written))
+        )
+        monkeypatch.setattr(relay_module._thread, "start_new_thread", second_thread_first)
+        for rid in ("first", "second"):
+            relay.handle_body(
+                json.dumps(
+                    {"type": "subscribe_thread", "requestId": rid, "threadId": "t1"}
+                ).encode()
+            )
+        replies = [read_frame(frames), read_frame(frames)]
+        assert [r["requestId"] for r in replies] == ["first", "second"], replies
+        assert replies[0]["error"] == replies[1]["error"]  # no Core here: one setup error
     finally:
         os.close(frames)
         os.close(written)
