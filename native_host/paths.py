@@ -42,20 +42,33 @@ WINDOWS_DIRS = {
 """On Windows the variable is not XDG but %LOCALAPPDATA%, always set by the system."""
 
 
-def user_home(env: Mapping[str, str]) -> str:
-    """The OS user home; under Snap, the real one that holds `~/.pedelec` (spec 5.4)."""
-    for key in ("SNAP_REAL_HOME", "HOME", "USERPROFILE"):
+HOME_VARIABLES = {"win32": ("USERPROFILE",)}
+"""The variables naming the user's home, by platform (default: the POSIX ones). Windows:
+%USERPROFILE%, where the Desktop writes `.pedelec` and browsers keep their data; never
+HOME, which Git Bash, MSYS2, Cygwin, Emacs or a corporate `H:` set to somewhere else
+(Python's own `expanduser` stopped reading it on Windows in 3.8)."""
+POSIX_HOME_VARIABLES = ("SNAP_REAL_HOME", "HOME")
+"""Under Snap, SNAP_REAL_HOME is the real home that holds `~/.pedelec` (spec 5.4)."""
+
+
+def user_home(env: Mapping[str, str], platform: str = sys.platform) -> str:
+    """The OS user home on `platform`, the one rule the host, `doctor` and `install` share."""
+    for key in HOME_VARIABLES.get(platform, POSIX_HOME_VARIABLES):
         if env.get(key):
             return env[key]
-    home = os.path.expanduser("~")
-    if not os.path.isabs(home):
+    home = os.path.expanduser("~") if platform == sys.platform else ""
+    if not _flavour(platform).isabs(home):
         raise RuntimeError("cannot resolve the user home directory")
     return home
 
 
-def pedelec_home(env: Mapping[str, str] = os.environ) -> str:
+def pedelec_home(env: Mapping[str, str] = os.environ, platform: str = sys.platform) -> str:
     """The directory holding `runtime.json` and `app-launch.json`."""
-    return env.get("PEDELEC_HOME") or os.path.join(user_home(env), ".pedelec")
+    override = env.get("PEDELEC_HOME")
+    if override:
+        return override
+    joined: str = _flavour(platform).join(user_home(env, platform), ".pedelec")
+    return joined
 
 
 def platform_dir(kind: str, env: Mapping[str, str], platform: str = sys.platform) -> str:
@@ -67,7 +80,7 @@ def platform_dir(kind: str, env: Mapping[str, str], platform: str = sys.platform
     variable, default, suffix = table[kind]
     base = env.get(variable, "") if variable else ""
     if not flavour.isabs(base):  # XDG: a relative value is invalid and ignored
-        base = flavour.join(user_home(env), *default.split("/"))
+        base = flavour.join(user_home(env, platform), *default.split("/"))
     parts = (base, APP_NAME, suffix) if suffix else (base, APP_NAME)
     joined: str = flavour.join(*parts)
     return joined

@@ -10,12 +10,14 @@ against platformdirs' documented layout instead.
 from __future__ import annotations
 
 import os
+import sys
 
 import platformdirs.macos
 import platformdirs.unix
 import pytest
 
 from native_host import paths
+from native_host.install import locations
 
 pytestmark = pytest.mark.unit
 
@@ -76,3 +78,16 @@ def test_overrides_win_and_the_runtime_dir_holds_the_lock() -> None:
     assert paths.pedelec_home({"SNAP_REAL_HOME": "/home/ann", "HOME": "/snap/x"}) == (
         "/home/ann/.pedelec"
     )
+
+
+def test_windows_home_is_userprofile_never_home() -> None:
+    """Git Bash, MSYS2, Cygwin or a corporate `H:` set HOME on Windows; the Desktop writes
+    %USERPROFILE%\\.pedelec, and the host, doctor and install must all look there."""
+    env = {"HOME": r"H:\\", "USERPROFILE": r"C:\Users\ann"}
+    assert paths.user_home(env, "win32") == r"C:\Users\ann"
+    assert paths.pedelec_home(env, "win32") == r"C:\Users\ann\.pedelec"
+    assert paths.platform_dir("config", env, "win32") == rf"C:\Users\ann\AppData\Local\{APP}"
+    assert str(locations.home_from_env(env, "win32")) == r"C:\Users\ann"
+    if sys.platform != "win32":  # on Windows itself, expanduser asks the OS instead
+        with pytest.raises(RuntimeError):
+            paths.user_home({"HOME": r"H:\\"}, "win32")

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import PurePath, PurePosixPath, PureWindowsPath
 
-from native_host import HOST_NAME, OFFICIAL_EXTENSION_ID
+from native_host import HOST_NAME, OFFICIAL_EXTENSION_ID, paths
 
 MANIFEST_FILE = f"{HOST_NAME}.json"
 NMH_SUBDIR = "NativeMessagingHosts"
@@ -276,15 +276,11 @@ def normalize_platform(platform: str) -> Os:
 
 
 def home_from_env(env: Mapping[str, str], platform: str) -> PurePath:
-    """The user home browsers use: USERPROFILE on Windows, HOME elsewhere."""
+    """The user home browsers use, by the host's one rule (`paths.user_home`):
+    %USERPROFILE% on Windows, HOME elsewhere."""
     os_name = normalize_platform(platform)
-    keys = ("USERPROFILE", "HOME") if os_name is Os.WIN32 else ("HOME",)
-    for key in keys:
-        if env.get(key):
-            return _flavour(os_name)(env[key])
-    from pathlib import Path
-
-    return _flavour(os_name)(str(Path.home()))
+    rule = "win32" if os_name is Os.WIN32 else platform
+    return _flavour(os_name)(paths.user_home(env, rule))
 
 
 def _flavour(os_name: Os) -> type[PurePath]:

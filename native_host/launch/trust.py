@@ -28,6 +28,7 @@ from native_host import files
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
+    from types import ModuleType
 
 ADMIN_GROUPS: dict[str, frozenset[int]] = {
     "linux": frozenset({0}),
@@ -116,18 +117,32 @@ def _check_acl(path: str, what: str, violation: str, kind: str) -> None:  # prag
         raise UntrustedProgramError(violation, path, f"({what}) {why}: {detail}")
 
 
+def split_root(path: str, flavour: ModuleType = os.path) -> tuple[str, list[str]]:
+    """The root a walk to `path` starts from and the names after it, by `flavour`'s rules
+    (`os.path`; tests pass `ntpath` or `posixpath`). On Windows the root is a drive and its
+    root (`C:\\`), a share (`\\\\server\\share\\`) or either behind `\\\\?\\`;
+    a path without both a drive and a root (`C:x`, `\\x`) depends on a current
+    directory, so it has none: ValueError."""
+    drive, rest = flavour.splitdrive(path)
+    if flavour.altsep:
+        rest = rest.replace(flavour.altsep, flavour.sep)
+    if not rest.startswith(flavour.sep) or (flavour.sep == "\\" and not drive):
+        raise ValueError(f"{path} is not an absolute path")
+    return drive + flavour.sep, [part for part in rest.split(flavour.sep) if part]
+
+
 def check_chain(
     path: str, violation: str = "executableDirectory", missing: str = "executablePath"
 ) -> str:
-    """Check every directory and symlink from `/` to `path`; return the resolved path.
+    """Check every directory and symlink from the root to `path`; return the resolved path.
 
     The final file is returned unchecked (its checks run on the opened descriptor).
     `violation` names an untrusted step, `missing` a step that is not there.
     """
-    if not os.path.isabs(path):
-        raise UntrustedProgramError(violation, path, "is not an absolute path")
-    pending = [part for part in path.split(os.sep) if part]
-    current = os.sep
+    try:
+        current, pending = split_root(path)
+    except ValueError:
+        raise UntrustedProgramError(violation, path, "is not an absolute path") from None
     _check(current, os.stat(current), "the root directory", violation)
     hops = 0
     while pending:
@@ -147,10 +162,7 @@ def check_chain(
             hops += 1
             if hops > MAX_SYMLINK_HOPS:
                 raise UntrustedProgramError(violation, path, "has too many symlinks")
-            target = os.readlink(candidate)
-            pending = [p for p in target.split(os.sep) if p] + pending
-            if os.path.isabs(target):
-                current = os.sep
+            current, pending = _follow(current, os.readlink(candidate), pending, violation)
             continue
         if pending:
             if not stat.S_ISDIR(info.st_mode):
@@ -160,9 +172,30 @@ def check_chain(
     return current
 
 
+def _follow(current: str, target: str, pending: list[str], violation: str) -> tuple[str, list[str]]:
+    """Where the walk goes on after a symlink in `current` pointing at `target`: from the
+    target's own root, from the current drive's root (a Windows `\\x`), or from `current`."""
+    try:
+        root, parts = split_root(target)
+    except ValueError:
+        drive, rest = os.path.splitdrive(target)
+        if drive:  # `C:x`: relative to a current directory of drive C:
+            raise UntrustedProgramError(violation, target, "is not absolute") from None
+        rest = rest.replace(os.path.altsep, os.sep) if os.path.altsep else rest
+        root = os.path.splitdrive(current)[0] + os.sep if rest.startswith(os.sep) else current
+        parts = [part for part in rest.split(os.sep) if part]
+    return root, parts + pending
+
+
+def _head(fd: int) -> bytes:
+    """The file's first bytes: seek and read (Windows has no `os.pread`)."""
+    os.lseek(fd, 0, os.SEEK_SET)
+    return os.read(fd, SHEBANG_BYTES)
+
+
 def _interpreter_of(fd: int, env: Mapping[str, str]) -> str | None:
     """The absolute interpreter a `#!` script names (through `env NAME` too), or None."""
-    head = os.pread(fd, SHEBANG_BYTES, 0)
+    head = _head(fd)
     if not head.startswith(b"#!"):
         return None
     words = head[2:].split(b"\n", 1)[0].decode("utf-8", errors="replace").split()
@@ -186,6 +219,7 @@ def open_trusted(executable: str, env: Mapping[str, str]) -> TrustedProgram:
     """Check and open the program to start; `UntrustedProgramError` says what is wrong."""
     real = check_chain(executable)
     flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    flags |= getattr(os, "O_BINARY", 0)  # Windows: no text-mode translation of the head
     try:
         fd = os.open(real, flags)
     except OSError as exc:

@@ -1,0 +1,238 @@
+"""The Windows lane: the official Windows CPython 3.13 under Wine, running the host the way
+Chrome on Windows does (docs/testing.md, ../shared/WINDOWS-UNDER-WINE.md).
+
+tests/windows/setup_lane.py builds the lane under build/windows-lane/; this module knows its
+layout and runs Windows programs there. Every Windows process gets pipes for stdin and
+stdout (a Windows process whose stdout is a Unix file fails at start). Wine's drive Z: is
+the Linux root and its C: is the prefix's drive_c, so the dev Core, runtime.json and every
+test directory stay on Linux, reached through Z:, and Wine's processes share the loopback.
+
+The lane runs in its own .ci/run step with PEDELEC_WINDOWS_LANE=1: there a missing piece
+is a failure; in any other run the lane's tests skip, saying how to run them.
+"""
+
+from __future__ import annotations
+
+import ntpath
+import os
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from native_host.hostproc import OFFICIAL_ORIGIN
+from tests.support.checkout import REPO
+from tests.support.host import HostUnderTest
+
+APT_PACKAGES = ("wine", "wine64", "gcc-mingw-w64-x86-64")
+MINGW_GCC = "x86_64-w64-mingw32-gcc"
+PROGRAMS = ("wine", "wineboot", "wineserver", MINGW_GCC)
+LANE_ENV = "PEDELEC_WINDOWS_LANE"
+"""Set to 1 by the lane's .ci/run step: the lane's tests run, and anything missing fails."""
+RUN_IT = f"{LANE_ENV}=1 python -m pytest -m windows_lane (after tests/windows/setup_lane.py)"
+
+DRIVER = REPO / "tests" / "windows" / "chrome_start.py"
+"""The Windows Python program that starts a host exactly as Chrome on Windows does."""
+
+
+class LaneMissingError(RuntimeError):
+    """A piece of the Windows lane is missing or failed to set up."""
+
+
+@dataclass(frozen=True)
+class LaneLayout:
+    """Where the lane's pieces live under the checkout's build/."""
+
+    root: Path
+
+    @property
+    def interpreter(self) -> Path:
+        return self.root / "cp313"
+
+    @property
+    def python(self) -> Path:
+        return self.interpreter / "python.exe"
+
+    @property
+    def pth(self) -> Path:
+        return self.interpreter / "python313._pth"
+
+    @property
+    def site_packages(self) -> Path:
+        return self.interpreter / "site-packages"
+
+    @property
+    def desktop_standin(self) -> Path:
+        """tests/windows/desktop_standin.c, built."""
+        return self.root / "desktop-standin.exe"
+
+    @property
+    def prefix(self) -> Path:
+        return self.root / "prefix"
+
+    @property
+    def drive_c(self) -> Path:
+        return self.prefix / "drive_c"
+
+
+LANE = LaneLayout(REPO / "build" / "windows-lane")
+
+
+def wine_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """This process's environment (without its PEDELEC_ variables) with `extra` on top,
+    plus what every Wine start needs: the lane's prefix, Wine's own messages off, no
+    Mono/Gecko installer dialog."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PEDELEC_")}
+    env.update(extra or {})
+    env.update(
+        WINEPREFIX=str(LANE.prefix),
+        WINEDEBUG="-all",
+        WINEDLLOVERRIDES="mscoree,mshtml=",
+    )
+    env.pop("DISPLAY", None)
+    return env
+
+
+def windows_path(path: Path | str) -> str:
+    """The Windows name of a Linux path: under drive_c it is on C:, anything else on Z:."""
+    path = Path(os.path.abspath(path))
+    try:
+        inside = path.relative_to(LANE.drive_c)
+    except ValueError:
+        return "Z:" + str(path).replace("/", "\\")
+    return ntpath.join("C:\\", *inside.parts)
+
+
+def linux_path(path: str) -> Path:
+    """The Linux file behind a Windows path on C: or Z: (case as written)."""
+    drive, rest = ntpath.splitdrive(path)
+    parts = [p for p in rest.split("\\") if p]
+    if drive.upper() == "C:":
+        return LANE.drive_c.joinpath(*parts)
+    if drive.upper() == "Z:":
+        return Path("/").joinpath(*parts)
+    raise ValueError(f"{path} is on neither C: nor Z:")
+
+
+def lane_problem() -> str | None:
+    """What is missing for the lane to run, or None when it is all there."""
+    missing = [name for name in ("wine", "wineserver") if not _which(name)]
+    if missing:
+        return f"{', '.join(missing)} not installed (tests/windows/setup_lane.py installs them)"
+    pieces = (
+        LANE.python,
+        LANE.pth,
+        LANE.interpreter / "bcryptprimitives.dll",
+        LANE.desktop_standin,
+    )
+    for piece in pieces:
+        if not piece.exists():
+            return f"{piece} missing: run python tests/windows/setup_lane.py"
+    if not (LANE.site_packages / "native_host").is_dir():
+        return "the project is not installed in the lane: run python tests/windows/setup_lane.py"
+    if not (LANE.prefix / "system.reg").exists():
+        return f"no Wine prefix at {LANE.prefix}: run python tests/windows/setup_lane.py"
+    return None
+
+
+def _which(name: str) -> bool:
+    import shutil
+
+    return shutil.which(name) is not None
+
+
+def require_lane() -> None:
+    """Skip outside the lane's own step (saying how to run it); fail inside it when a piece
+    is missing, so the lane's step can never pass by skipping."""
+    if os.environ.get(LANE_ENV) != "1":
+        pytest.skip(f"the Windows lane runs in its own .ci/run step: {RUN_IT}")
+    problem = lane_problem()
+    if problem is not None:
+        pytest.fail(f"Windows lane: {problem}", pytrace=False)
+
+
+def python_command(python: Path | None = None) -> list[str]:
+    """The command line (on Linux) that starts the lane's Windows python.exe."""
+    return ["wine", str(python or LANE.python)]
+
+
+def run_python(
+    args: Sequence[str],
+    env: Mapping[str, str] | None = None,
+    input: bytes = b"",
+    timeout: float = 120,
+    python: Path | None = None,
+    cwd: Path | None = None,
+) -> subprocess.CompletedProcess[bytes]:
+    """Run the Windows python.exe with `args` to the end, every stdio a pipe."""
+    return subprocess.run(
+        [*python_command(python), *args],
+        input=input,
+        capture_output=True,
+        env=wine_environment(env),
+        timeout=timeout,
+        cwd=cwd,
+        check=False,
+    )
+
+
+def run_code(code: str, env: Mapping[str, str] | None = None, **kwargs: Any) -> str:
+    """Run Python `code` on Windows; its stdout (it must succeed)."""
+    done = run_python(["-c", code], env=env, **kwargs)
+    assert done.returncode == 0, done.stderr.decode(errors="replace")
+    return done.stdout.decode()
+
+
+def run_host_cli(
+    args: Sequence[str], env: Mapping[str, str] | None = None, **kwargs: Any
+) -> subprocess.CompletedProcess[bytes]:
+    """`pedelec-native-host <args>` on Windows (install, doctor, uninstall, ...)."""
+    return run_python(["-m", "native_host", *args], env=env, **kwargs)
+
+
+def start_host_directly(
+    env: Mapping[str, str], args: Sequence[str] = (OFFICIAL_ORIGIN,)
+) -> HostUnderTest:
+    """The host as `python.exe -m native_host <origin>`, frames over Wine's pipes."""
+    return HostUnderTest(
+        [*python_command(), "-m", "native_host"], args=args, env=wine_environment(env)
+    )
+
+
+def start_as_chrome(
+    env: Mapping[str, str],
+    registry_name: str | None = None,
+    manifest: str | None = None,
+    command: str | None = None,
+    extension_id: str | None = None,
+    no_stderr: bool = False,
+    windows_env: Mapping[str, str] | None = None,
+) -> HostUnderTest:
+    """The host as Chrome on Windows starts it: the manifest found through HKCU (or given
+    as a Windows path; or `command`, that command line, e.g. an .exe host started directly),
+    then `cmd.exe /d /s /c ""<path>" chrome-extension://<id>/
+    --parent-window=0"` with pipes for stdin and stdout, cwd the host's folder.
+    `no_stderr`: no valid stderr handle, as under NativeHostsExecutablesLaunchDirectly.
+    `windows_env`: set on the Windows side (Wine drops some Unix variables, HOME among them)."""
+    args = [windows_path(DRIVER)]
+    if registry_name is not None:
+        args += ["--registry", registry_name]
+    if manifest is not None:
+        args += ["--manifest", manifest]
+    if command is not None:
+        args += ["--command", command]
+    if extension_id is not None:
+        args += ["--extension-id", extension_id]
+    if no_stderr:
+        args.append("--no-stderr")
+    for name, value in (windows_env or {}).items():
+        args.append(f"--env={name}={value}")
+    return HostUnderTest(python_command(), args=args, env=wine_environment(env))
+
+
+def stop_wine() -> None:
+    """End every process left in the lane's prefix (`wineserver -k`)."""
+    subprocess.run(["wineserver", "-k"], env=wine_environment(), check=False, timeout=60)

@@ -1,0 +1,141 @@
+"""Start a native messaging host the way Chrome on Windows does; runs on the lane's
+Windows Python (tests/support/wine.py starts it under Wine).
+
+    chrome_start.py (--registry NAME | --manifest PATH | --command LINE)
+                    [--extension-id ID] [--no-stderr] [--env NAME=VALUE ...]
+
+--registry: the manifest named by HKCU (then HKLM) Software\\Google\\Chrome\\
+NativeMessagingHosts\\NAME, as Chrome looks it up. --manifest: that manifest file.
+Either way the command line is `cmd.exe /d /s /c ""<host path>" chrome-extension://<id>/
+--parent-window=0"`, passed to CreateProcess verbatim, with pipes for stdin and stdout and
+the host's folder as the current directory. --command: that exact command line instead
+(Chrome's NativeHostsExecutablesLaunchDirectly starts an .exe host without cmd.exe).
+--no-stderr: the host gets no valid stderr handle. --env: set in the host's environment
+(Wine passes no Unix HOME to Windows programs; a user's Windows session may have one).
+This process's stdin is copied to the host's stdin and the host's stdout to this
+process's stdout; it exits with the host's status. Standard library only: it runs on the
+bare embeddable interpreter.
+"""
+
+from __future__ import annotations
+
+import _winapi
+import argparse
+import json
+import msvcrt
+import ntpath
+import os
+import subprocess
+import sys
+import threading
+import winreg
+
+CHROME_HOSTS_KEY = "Software\\Google\\Chrome\\NativeMessagingHosts\\"
+
+
+def manifest_from_registry(name: str) -> str:
+    for root in (winreg.HKEY_CURRENT_USER, winreg.HKEY_LOCAL_MACHINE):
+        try:
+            with winreg.OpenKey(root, CHROME_HOSTS_KEY + name) as key:
+                value, _kind = winreg.QueryValueEx(key, "")
+                return str(value)
+        except OSError:
+            continue
+    raise SystemExit(f"chrome_start: no registry key for {name}")
+
+
+def host_path(manifest: str) -> tuple[str, str]:
+    """The host's path from the manifest (relative to the manifest's folder, as Chrome
+    resolves it) and the first allowed origin's extension id."""
+    with open(manifest, encoding="utf-8") as file:
+        document = json.load(file)
+    path = document["path"]
+    if not ntpath.isabs(path):
+        path = ntpath.join(ntpath.dirname(manifest), path)
+    origin = document["allowed_origins"][0]
+    return path, origin.removeprefix("chrome-extension://").rstrip("/")
+
+
+def _inheritable(handle: int) -> int:
+    current = _winapi.GetCurrentProcess()
+    return _winapi.DuplicateHandle(current, handle, current, 0, True, _winapi.DUPLICATE_SAME_ACCESS)
+
+
+def launch(command: str, cwd: str | None, stderr: bool) -> tuple[int, int, int]:
+    """CreateProcess(`command`) with pipes for stdin and stdout; the process handle and
+    this side's ends of the pipes (as C runtime fds)."""
+    in_read, in_write = _winapi.CreatePipe(None, 0)
+    out_read, out_write = _winapi.CreatePipe(None, 0)
+    child_in, child_out = _inheritable(in_read), _inheritable(out_write)
+    _winapi.CloseHandle(in_read)
+    _winapi.CloseHandle(out_write)
+    info = subprocess.STARTUPINFO()
+    info.dwFlags = _winapi.STARTF_USESTDHANDLES
+    info.hStdInput = child_in
+    info.hStdOutput = child_out
+    error = _inheritable(msvcrt.get_osfhandle(2)) if stderr else 0
+    info.hStdError = error
+    process, thread, _pid, _tid = _winapi.CreateProcess(
+        None, command, None, None, True, 0, None, cwd, info
+    )
+    _winapi.CloseHandle(thread)
+    for handle in (child_in, child_out, *([error] if error else [])):
+        _winapi.CloseHandle(handle)
+    return (
+        process,
+        msvcrt.open_osfhandle(in_write, os.O_WRONLY | os.O_BINARY),
+        msvcrt.open_osfhandle(out_read, os.O_RDONLY | os.O_BINARY),
+    )
+
+
+def copy(source: int, target: int, close_target: bool) -> None:
+    while True:
+        try:
+            data = os.read(source, 65536)
+        except OSError:
+            data = b""
+        if not data:
+            break
+        try:
+            while data:
+                data = data[os.write(target, data) :]
+        except OSError:
+            break
+    if close_target:
+        os.close(target)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--registry")
+    where.add_argument("--manifest")
+    where.add_argument("--command")
+    parser.add_argument("--extension-id")
+    parser.add_argument("--no-stderr", action="store_true")
+    parser.add_argument("--env", action="append", default=[])
+    options = parser.parse_args()
+    for setting in options.env:
+        name, _, value = setting.partition("=")
+        os.environ[name] = value
+    msvcrt.setmode(0, os.O_BINARY)
+    msvcrt.setmode(1, os.O_BINARY)
+    if options.command:
+        command, cwd = options.command, None
+    else:
+        manifest = options.manifest or manifest_from_registry(options.registry)
+        path, extension_id = host_path(manifest)
+        extension_id = options.extension_id or extension_id
+        command = (
+            f'cmd.exe /d /s /c ""{path}" chrome-extension://{extension_id}/ --parent-window=0"'
+        )
+        cwd = ntpath.dirname(path)
+    process, to_host, from_host = launch(command, cwd, stderr=not options.no_stderr)
+    threading.Thread(target=copy, args=(0, to_host, True), daemon=True).start()
+    copy(from_host, 1, False)
+    _winapi.WaitForSingleObject(process, _winapi.INFINITE)
+    return _winapi.GetExitCodeProcess(process)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
