@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from native_host import logs
@@ -17,14 +17,18 @@ before either wrote may each add a line."""
 class Writers:
     """Log writers (tests/support/log_writer.py) started by `command(tag)`, one per tag."""
 
-    def __init__(self, command: Sequence[str], tags: Sequence[str]) -> None:
+    def __init__(
+        self, command: Sequence[str], tags: Sequence[str], env: Mapping[str, str] | None = None
+    ) -> None:
         self.tags = tuple(tags)
         self.processes = [
             subprocess.Popen(
                 [*command, tag],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,  # a Windows process needs a pipe (or a console) here
                 text=True,
+                env=env,
             )
             for tag in self.tags
         ]
@@ -34,7 +38,11 @@ class Writers:
     @staticmethod
     def _line(process: subprocess.Popen[str]) -> str:
         assert process.stdout is not None
-        return process.stdout.readline().strip()
+        line = process.stdout.readline().strip()
+        if not line and process.poll() is not None:
+            assert process.stderr is not None
+            raise AssertionError(f"the writer exited: {process.stderr.read()}")
+        return line
 
     def _ask(self, process: subprocess.Popen[str], lines: int) -> None:
         assert process.stdin is not None
@@ -62,7 +70,9 @@ class Writers:
             process.stdin.close()
         for process in self.processes:
             assert self._line(process) == "done"
-            assert process.wait(timeout=timeout) == 0
+            assert process.stderr is not None
+            errors = process.stderr.read()
+            assert process.wait(timeout=timeout) == 0, errors
 
     def kill(self) -> None:
         """End what is still running (a failed test) and close the pipes."""
@@ -70,7 +80,7 @@ class Writers:
             if process.poll() is None:
                 process.kill()
                 process.wait(timeout=30)
-            for stream in (process.stdin, process.stdout):
+            for stream in (process.stdin, process.stdout, process.stderr):
                 if stream is not None and not stream.closed:
                     stream.close()
 
