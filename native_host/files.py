@@ -36,14 +36,17 @@ TOO_LARGE = "too_large"
 RESOURCES = "resources_exhausted"
 UNREADABLE = "unreadable"
 
+_WRITE_FIX = (
+    "remove the other users' entries from the permissions of" if IS_WINDOWS else "chmod go-w"
+)
 _EXPLANATIONS = {
     MISSING: "does not exist",
     SYMLINK: "is a symbolic link (refused: it could point anywhere)",
     NOT_REGULAR: "is not a regular file",
     FOREIGN_OWNER: "belongs to another user",
-    WRITABLE: "is writable by other users (chmod go-w it)",
+    WRITABLE: f"is writable by other users ({_WRITE_FIX} it)",
     DIR_FOREIGN_OWNER: "is in a directory that belongs to another user",
-    DIR_WRITABLE: "is in a directory writable by other users (chmod go-w the directory)",
+    DIR_WRITABLE: f"is in a directory writable by other users ({_WRITE_FIX} the directory)",
     TOO_LARGE: "is larger than the host ever reads",
     RESOURCES: "could not be opened: the process is out of file descriptors",
     UNREADABLE: "cannot be read",
@@ -92,9 +95,13 @@ def is_private_group(gid: int) -> bool:
     return members <= {name}
 
 
-def check_stat(path: str, info: os.stat_result, directory: bool = False) -> None:
-    """Refuse what another user owns or can write (the rule every trusted path obeys)."""
-    if IS_WINDOWS:  # pragma: no cover - ACLs, not mode bits; see docs/security.md
+def check_stat(
+    path: str, info: os.stat_result, directory: bool = False, fd: int | None = None
+) -> None:
+    """Refuse what another user owns or can write (the rule every trusted path obeys).
+    On Windows the owner and the DACL decide (of the open `fd` when given)."""
+    if IS_WINDOWS:  # pragma: no cover - Windows only: the Windows lane runs it
+        _check_windows(path, directory, fd)
         return
     if info.st_uid not in _user_ids():
         raise FileRefusedError(path, DIR_FOREIGN_OWNER if directory else FOREIGN_OWNER)
@@ -104,6 +111,23 @@ def check_stat(path: str, info: os.stat_result, directory: bool = False) -> None
         info.st_mode & stat.S_IWGRP and not is_private_group(info.st_gid)
     ):
         raise FileRefusedError(path, DIR_WRITABLE if directory else WRITABLE)
+
+
+_WINDOWS_REASONS = {
+    (False, "foreign_owner"): FOREIGN_OWNER,
+    (True, "foreign_owner"): DIR_FOREIGN_OWNER,
+    (False, "writable_by_others"): WRITABLE,
+    (True, "writable_by_others"): DIR_WRITABLE,
+}
+
+
+def _check_windows(path: str, directory: bool, fd: int | None) -> None:  # pragma: no cover
+    from native_host import windows_acl
+
+    found = windows_acl.refusal(path, windows_acl.DIRECTORY if directory else windows_acl.FILE, fd)
+    if found is not None:
+        reason, detail = found
+        raise FileRefusedError(path, _WINDOWS_REASONS.get((directory, reason), UNREADABLE), detail)
 
 
 def check_directory(path: str) -> None:
@@ -162,7 +186,7 @@ def read_trusted_stat(
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise FileRefusedError(name, NOT_REGULAR)
-        check_stat(name, info, directory=False)
+        check_stat(name, info, directory=False, fd=fd)
         check_directory(os.path.dirname(os.path.abspath(name)))
         if info.st_size > max_bytes:
             raise FileRefusedError(name, TOO_LARGE, f"{info.st_size} bytes, limit {max_bytes}")

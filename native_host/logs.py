@@ -2,9 +2,14 @@
 
 A small writer of its own instead of the `logging` package, which costs a relay start
 more than everything else it imports (docs/performance.md). Lines keep the classic
-format `2026-12-01 09:30:00,123 <pid> INFO native_host.relay: <text>`; the file rotates
-at 1 MiB keeping 3 backups, and several hosts appending at once is fine (each line is one
-`O_APPEND` write; a rotation race loses nothing but order).
+format `2026-12-01 09:30:00,123 <pid> INFO native_host.relay: <text>`, in bytes (no CRLF
+on Windows); the file rotates at 1 MiB keeping 3 backups. Several hosts append to one
+log: each line is one append, and a rotation is made by one host at a time under the
+log's lock file, only if the file is still over the limit once the lock is held, so two
+hosts never rotate twice and no line is lost. Windows cannot rename a file another
+process holds open unless every holder allowed it: there the log is opened with
+FILE_SHARE_DELETE for each line and closed again, so no host pins it, and if some other
+program holds it anyway the rotation copies and truncates instead of failing.
 
 At the default level only metadata is logged (ids, types, sizes, codes, timings);
 bodies appear only at `trace`, with ticket secrets redacted at every level.
@@ -56,30 +61,41 @@ class _Sink:
                 if self.fd is None:
                     self.fd = _open_append(self.path)
                 if os.fstat(self.fd).st_size + len(data) > MAX_BYTES:
-                    self._rotate()
+                    self._rotate(len(data))
                 os.write(self.fd, data)
             except OSError:
                 pass  # logging failures never affect relaying (spec 7.15)
+            finally:
+                if not _HOLD_OPEN and self.fd is not None:
+                    os.close(self.fd)
+                    self.fd = None
 
-    def _rotate(self) -> None:
-        """Shift `.log` -> `.log.1` -> ... unless another host already did (then only
-        reopen the new file)."""
+    def _rotate(self, adding: int) -> None:
+        """Shift `.log` -> `.log.1` -> ... under the log's lock, unless another host
+        already did (the file at the path is then a new one, under the limit); then
+        reopen the file at the path."""
         assert self.path is not None and self.fd is not None
+        from native_host import files
+
+        lock = files.FileLock(f"{self.path}.lock")
         try:
-            rotated_elsewhere = os.stat(self.path).st_ino != os.fstat(self.fd).st_ino
+            lock.acquire()
         except OSError:
-            rotated_elsewhere = True
-        if not rotated_elsewhere:
-            for index in range(BACKUPS - 1, 0, -1):
-                try:
-                    os.replace(f"{self.path}.{index}", f"{self.path}.{index + 1}")
-                except OSError:
-                    pass
-            try:
-                os.replace(self.path, f"{self.path}.1")
-            except OSError:
-                pass
-        os.close(self.fd)
+            pass  # no lock file: rotate unguarded rather than grow
+        try:
+            if os.stat(self.path).st_size + adding > MAX_BYTES:
+                for index in range(BACKUPS - 1, 0, -1):
+                    try:
+                        os.replace(f"{self.path}.{index}", f"{self.path}.{index + 1}")
+                    except OSError:
+                        pass
+                _move_aside(self.path, f"{self.path}.1")
+        except OSError:
+            pass
+        finally:
+            os.close(self.fd)
+            self.fd = None
+            lock.release()
         self.fd = _open_append(self.path)
 
     def close(self) -> None:
@@ -89,9 +105,58 @@ class _Sink:
                 self.fd = None
 
 
-def _open_append(path: str) -> int:
-    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
-    return os.open(path, flags | getattr(os, "O_NOFOLLOW", 0), 0o600)
+def _move_aside(path: str, backup: str) -> None:
+    """Rename the full log to its first backup; where a holder forbids the rename (a
+    program without FILE_SHARE_DELETE on Windows), copy it there and empty it."""
+    try:
+        os.replace(path, backup)
+        return
+    except PermissionError:
+        pass
+    flags = os.O_RDWR | getattr(os, "O_BINARY", 0) | getattr(os, "O_NOFOLLOW", 0)
+    source = os.open(path, flags)
+    try:
+        target = os.open(
+            backup, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_BINARY", 0), 0o600
+        )
+        try:
+            while chunk := os.read(source, 65536):
+                os.write(target, chunk)
+        finally:
+            os.close(target)
+        os.ftruncate(source, 0)
+    finally:
+        os.close(source)
+
+
+if sys.platform == "win32":  # pragma: no cover - Windows only: the Windows lane runs it
+    _HOLD_OPEN = False
+    """Opened for each line: a host that holds the log would pin its name."""
+
+    def _open_append(path: str) -> int:
+        """Append-only (FILE_APPEND_DATA: each write lands at the end, atomically), shared
+        for reading, writing and renaming (FILE_SHARE_DELETE), binary, not inherited."""
+        import _winapi
+        import msvcrt
+
+        access = 0x0004 | 0x0080 | 0x00100000  # APPEND_DATA, READ_ATTRIBUTES, SYNCHRONIZE
+        share = 0x1 | 0x2 | 0x4  # FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELETE
+        open_always, normal = 4, 0x80
+        handle = _winapi.CreateFile(path, access, share, 0, open_always, normal, 0)
+        try:
+            fd = msvcrt.open_osfhandle(handle, 0)
+        except OSError:
+            _winapi.CloseHandle(handle)
+            raise
+        msvcrt.setmode(fd, os.O_BINARY)
+        return fd
+
+else:
+    _HOLD_OPEN = True
+
+    def _open_append(path: str) -> int:
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+        return os.open(path, flags | getattr(os, "O_NOFOLLOW", 0), 0o600)
 
 
 _sink = _Sink()

@@ -84,7 +84,10 @@ def _group_ok(gid: int, directory: bool) -> bool:
 
 def _check(path: str, info: os.stat_result, what: str, violation: str) -> None:
     """Owned by the user or root, writable by nobody else (sticky directories excepted)."""
-    if files.IS_WINDOWS:  # pragma: no cover - ACLs; see docs/security.md
+    if files.IS_WINDOWS:  # pragma: no cover - Windows only: the Windows lane runs it
+        if not stat.S_ISLNK(info.st_mode):
+            kind = "directory" if stat.S_ISDIR(info.st_mode) else "file"
+            _check_acl(path, what, violation, kind)
         return
     if info.st_uid not in (os.geteuid(), 0):
         raise UntrustedProgramError(violation, path, f"({what}) belongs to another user")
@@ -97,6 +100,21 @@ def _check(path: str, info: os.stat_result, what: str, violation: str) -> None:
         info.st_mode & stat.S_IWGRP and not _group_ok(info.st_gid, directory)
     ):
         raise UntrustedProgramError(violation, path, f"({what}) is writable by other users")
+
+
+def _check_acl(path: str, what: str, violation: str, kind: str) -> None:  # pragma: no cover
+    """The Windows rule: owner and DACL (native_host/windows_acl.py); `kind` is one of
+    its FILE, DIRECTORY or PROGRAM_FOLDER."""
+    from native_host import windows_acl
+
+    found = windows_acl.refusal(path, kind)
+    if found is not None:
+        reason, detail = found
+        why = {
+            windows_acl.FOREIGN_OWNER: "belongs to another user",
+            windows_acl.WRITABLE: "is writable by other users",
+        }.get(reason, "cannot be checked")
+        raise UntrustedProgramError(violation, path, f"({what}) {why}: {detail}")
 
 
 def split_root(path: str, flavour: ModuleType = os.path) -> tuple[str, list[str]]:
@@ -212,6 +230,9 @@ def open_trusted(executable: str, env: Mapping[str, str]) -> TrustedProgram:
         if not stat.S_ISREG(info.st_mode):
             raise UntrustedProgramError("executablePath", real, "is not a regular file")
         _check(real, info, "the executable", "executablePermissions")
+        if files.IS_WINDOWS:  # pragma: no cover - DLLs load from the program's folder first
+            folder = os.path.dirname(real)
+            _check_acl(folder, "the program's folder", "executableDirectory", "program folder")
         interpreter = _interpreter_of(fd, env)
         if interpreter is not None:
             checked = check_chain(interpreter, "interpreter", "interpreter")
