@@ -232,14 +232,15 @@ def _alive(pid: int) -> bool:
 
 def host_pids(state_dir: Path) -> list[int]:
     """Live host processes of this test world: `native_host` and `chrome-extension://<id>/`
-    in the command line (the launcher runs `python -I -c '...native_host...' <origin>`)
-    and this world's PEDELEC_NATIVE_HOST_STATE_DIR in the environment."""
+    in the command line (the launcher is `python -IS <launcher> <origin>` by its `#!`
+    line, or `python -I -c '...native_host...' <origin>`) and this world's
+    PEDELEC_NATIVE_HOST_STATE_DIR in the environment."""
     marker = f"PEDELEC_NATIVE_HOST_STATE_DIR={state_dir}".encode()
     origin = f"chrome-extension://{EXTENSION_ID}/".encode()
     found = []
     for pid in _pids():
         argv = _read_proc(pid, "cmdline").split(b"\0")
-        named = any(b"native_host" in arg for arg in argv)
+        named = any(b"native_host" in arg or b"pedelec-native-host" in arg for arg in argv)
         if not named or origin not in argv or not _alive(pid):
             continue
         if marker in _read_proc(pid, "environ").split(b"\0"):
