@@ -26,7 +26,7 @@ from tests.support.checkout import REPO, fresh_checkout
 
 IN_CI = os.environ.get("CI") == "true"
 # Everything a checkout holds that the sdist leaves out on purpose (CI and git files).
-NOT_IN_SDIST = (".ci/", ".gitignore", ".benchmarks/")
+NOT_IN_SDIST = (".ci/", ".github/", ".gitignore", ".benchmarks/")  # the repository's CI
 SDIST_TREES = ("tests", "docs", "manifests", "installers", "packaging", "bench")
 
 pytestmark = [
