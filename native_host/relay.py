@@ -19,6 +19,7 @@ import os
 import sys
 
 from native_host import __version__, codec, errors, logs, messages
+from native_host.admission import Stopping, Ticket
 from native_host.config import load_config
 from native_host.errors import HostError
 from native_host.framing import (
@@ -28,7 +29,7 @@ from native_host.framing import (
     read_frame,
     top_level_request_id,
 )
-from native_host.gateway import CoreGateway, Stopping, Ticket
+from native_host.gateway import CoreGateway
 from native_host.messages import NativeRequest
 from native_host.outbox import Outbox
 
@@ -37,8 +38,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
     from typing import BinaryIO
 
+    from native_host.admission import Attempt
     from native_host.config import HostConfig
-    from native_host.gateway import Attempt
     from native_host.policy import PolicyStore
     from native_host.subscriptions import Subscriptions
 

@@ -21,8 +21,9 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from native_host.admission import Attempt
     from native_host.core.connection import CoreConnection
-    from native_host.gateway import Attempt, CoreGateway
+    from native_host.gateway import CoreGateway
     from native_host.messages import NativeRequest
     from native_host.outbox import Outbox
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from native_host.admission import Admission, Attempt, Ticket
 from native_host.errors import HostError
-from native_host.gateway import Admission, Attempt, Ticket
 
 pytestmark = pytest.mark.unit
 

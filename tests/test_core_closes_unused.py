@@ -19,11 +19,12 @@ from pathlib import Path
 import pytest
 
 from native_host import errors, gateway
+from native_host.admission import Attempt
 from native_host.config import HostConfig
 from native_host.core.discovery import CoreEndpoint
 from native_host.devcore import DevCore, DevCoreSettings, Faults
 from native_host.errors import HostError
-from native_host.gateway import Attempt, CoreGateway
+from native_host.gateway import CoreGateway
 
 pytestmark = pytest.mark.unit
 

@@ -68,9 +68,10 @@ def test_missing_file_and_dead_pid(tmp_path: Path) -> None:
 
 
 def test_no_home_at_all_is_ipc_unavailable_not_a_launch(monkeypatch: pytest.MonkeyPatch) -> None:
+    from native_host.admission import Attempt
     from native_host.config import HostConfig
     from native_host.errors import HostError
-    from native_host.gateway import Attempt, CoreGateway
+    from native_host.gateway import CoreGateway
 
     monkeypatch.setattr(os.path, "expanduser", lambda path: path)  # no passwd entry either
     gateway = CoreGateway(HostConfig(), {})  # no HOME, no PEDELEC_HOME

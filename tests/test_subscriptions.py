@@ -16,10 +16,11 @@ from typing import Any
 
 import pytest
 
+from native_host.admission import Attempt
 from native_host.config import HostConfig
 from native_host.devcore import DevCore, DevCoreSettings, Faults
 from native_host.framing import FrameWriter
-from native_host.gateway import Attempt, CoreGateway
+from native_host.gateway import CoreGateway
 from native_host.messages import NativeRequest
 from native_host.outbox import Outbox
 from native_host.subscriptions import Subscriptions
