@@ -30,6 +30,7 @@ RELAY_MODULES = frozenset(
             "native_host.relay",
             "native_host.outbox",
             "native_host.gateway",
+            "native_host.admission",
             "native_host.core",
             "native_host.core.connection",
             "native_host.core.discovery",
