@@ -171,9 +171,11 @@ def test_record_has_every_line(make_core: CoreFactory, connect: ClientFactory) -
     core = make_core("legacy")
     first, second = connect(core), connect(core)
     first.send_raw(b"garbage\n")
-    first.request(
+    assert first.read()["ok"] is False  # the garbage's own answer, before the ping's
+    pong = first.request(
         "ping", {"x": 1}, request_id="p1", origin="https://a.example", callerSdkVersion="0.4.0"
     )
+    assert pong["requestId"] == "p1"
     second.request("list_providers", request_id="p2")
     record = core.record
     assert record[0].raw == "garbage"
