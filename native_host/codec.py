@@ -111,6 +111,14 @@ def decode(data: bytes) -> Any:
     return value
 
 
+_SHALLOWEST_TOO_DEEP = 2 * (MAX_DEPTH + 1)
+"""The shortest text nesting deeper than MAX_DEPTH (`[[…]]`): anything shorter, a typical
+streamed event among them, needs no look at all."""
+_COUNT_FIRST_BYTES = 2048
+"""Up to this size counting brackets (a few µs) is cheaper than any walk; past it a walk
+over a text-heavy message is the cheaper one (docs/performance.md)."""
+
+
 def _brackets(data: bytes) -> int:
     return data.count(b"[") + data.count(b"{")
 
@@ -118,12 +126,19 @@ def _brackets(data: bytes) -> int:
 def too_deep(value: Any, data: bytes | None = None) -> bool:
     """Whether `value` (decoded from `data`, if given) nests deeper than MAX_DEPTH.
 
-    Level by level (no recursion), looking only at what the JSON codec makes (exact
-    dicts and lists), stopping at the first empty level: a 512 KiB text costs
-    microseconds. A walk over many items (a long listing) gets dearer than counting
-    brackets in `data`, which bounds the depth from above; past one item per 32 bytes
-    the count decides, and only more than MAX_DEPTH brackets resume the walk.
+    A text too short to nest that deep, or a short one with few brackets, is settled
+    without a walk. Otherwise level by level (no recursion), looking only at what the
+    JSON codec makes (exact dicts and lists), stopping at the first empty level: a
+    512 KiB text costs microseconds. A walk over many items (a long listing) gets
+    dearer than counting brackets in `data`, which bounds the depth from above; past
+    one item per 32 bytes the count decides, and only more than MAX_DEPTH brackets
+    resume the walk.
     """
+    if data is not None:
+        if len(data) < _SHALLOWEST_TOO_DEEP:
+            return False
+        if len(data) <= _COUNT_FIRST_BYTES and _brackets(data) <= MAX_DEPTH:
+            return False
     budget = -1 if data is None else len(data) // 32
     level = [value] if type(value) is dict or type(value) is list else []
     for _ in range(MAX_DEPTH):

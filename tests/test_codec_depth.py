@@ -73,3 +73,19 @@ def test_a_long_flat_listing_is_decided_by_counting_brackets() -> None:
     assert codec.too_deep(deep_after_many, data) is True
     with pytest.raises(codec.NestingTooDeepError):
         codec.decode(data)
+
+
+@pytest.mark.parametrize("size", ["shortest", "short", "long"])
+def test_the_shortcuts_by_size_keep_the_limit_exact(size: str) -> None:
+    """The shortest text one level too deep (400 bytes), a short one (counted, not
+    walked) and a long one are refused; the same texts one level shallower, and short
+    texts with more brackets than the limit side by side, are not."""
+    pad = {"shortest": 0, "short": 1000, "long": 10_000}[size]
+    for depth, refused in ((codec.MAX_DEPTH + 1, True), (codec.MAX_DEPTH, False)):
+        data = ("[" * depth + json.dumps("x" * pad) * bool(pad) + "]" * depth).encode()
+        band = {"shortest": len(data) <= 400, "short": 400 < len(data) <= 2048}
+        assert band.get(size, len(data) > 2048), (size, len(data))
+        assert codec.too_deep(json.loads(data), data) is refused, (size, depth, len(data))
+    siblings = ("[" + ",".join(["[]"] * (codec.MAX_DEPTH + 50)) + "]").encode()
+    assert len(siblings) <= 2048
+    assert codec.too_deep(json.loads(siblings), siblings) is False
