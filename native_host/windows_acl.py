@@ -231,14 +231,25 @@ _USER_SID: list[bytes] = []
 
 def _user_sid() -> bytes:  # pragma: no cover - Windows only
     """This process's token user SID."""
-    if _USER_SID:
-        return _USER_SID[0]
+    if not _USER_SID:
+        sid = process_sid(None)
+        if sid is None:
+            raise OSError(0, "cannot read this process's user SID")
+        _USER_SID.append(sid)
+    return _USER_SID[0]
+
+
+def process_sid(pid: int | None) -> bytes | None:  # pragma: no cover - Windows only
+    """The user SID of process `pid` (None: this process) as bytes; None when the
+    process cannot be opened or queried (it is not the user's)."""
     import ctypes
     from ctypes import wintypes
 
     windll = ctypes.WinDLL  # type: ignore[attr-defined,unused-ignore]
-    advapi32 = windll("advapi32", use_last_error=True)
     kernel32 = windll("kernel32", use_last_error=True)
+    advapi32 = windll("advapi32", use_last_error=True)
+    kernel32.OpenProcess.argtypes = [wintypes.DWORD, wintypes.BOOL, wintypes.DWORD]
+    kernel32.OpenProcess.restype = wintypes.HANDLE
     kernel32.GetCurrentProcess.restype = wintypes.HANDLE
     kernel32.CloseHandle.argtypes = [wintypes.HANDLE]
     advapi32.OpenProcessToken.argtypes = [
@@ -255,22 +266,29 @@ def _user_sid() -> bytes:  # pragma: no cover - Windows only
     ]
     advapi32.GetLengthSid.argtypes = [ctypes.c_void_p]
     advapi32.GetLengthSid.restype = wintypes.DWORD
+    process_query_limited_information, token_query, token_user = 0x1000, 0x0008, 1
+    if pid is None:
+        process = kernel32.GetCurrentProcess()
+    else:
+        process = kernel32.OpenProcess(process_query_limited_information, False, pid)
+        if not process:
+            return None
     token = wintypes.HANDLE()
-    token_query, token_user = 0x0008, 1
-    if not advapi32.OpenProcessToken(
-        kernel32.GetCurrentProcess(), token_query, ctypes.byref(token)
-    ):
-        raise OSError(0, "cannot open this process's token")
     try:
-        size = wintypes.DWORD(0)
-        advapi32.GetTokenInformation(token, token_user, None, 0, ctypes.byref(size))
-        buffer = ctypes.create_string_buffer(size.value)
-        if not advapi32.GetTokenInformation(token, token_user, buffer, size, ctypes.byref(size)):
-            raise OSError(0, "cannot read this process's user")
-        sid = ctypes.c_void_p.from_buffer(buffer).value  # TOKEN_USER.User.Sid
-        if sid is None:
-            raise OSError(0, "this process's token names no user")
-        _USER_SID.append(ctypes.string_at(sid, advapi32.GetLengthSid(sid)))
+        if not advapi32.OpenProcessToken(process, token_query, ctypes.byref(token)):
+            return None
+        try:
+            size = wintypes.DWORD(0)
+            advapi32.GetTokenInformation(token, token_user, None, 0, ctypes.byref(size))
+            buffer = ctypes.create_string_buffer(size.value)
+            if not advapi32.GetTokenInformation(
+                token, token_user, buffer, size, ctypes.byref(size)
+            ):
+                return None
+            sid = ctypes.c_void_p.from_buffer(buffer).value  # TOKEN_USER.User.Sid
+            return None if sid is None else ctypes.string_at(sid, advapi32.GetLengthSid(sid))
+        finally:
+            kernel32.CloseHandle(token)
     finally:
-        kernel32.CloseHandle(token)
-    return _USER_SID[0]
+        if pid is not None:
+            kernel32.CloseHandle(process)

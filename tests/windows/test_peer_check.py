@@ -30,6 +30,7 @@ CHECKS = r"""
 import json, os, socket, time
 from native_host.core import peer
 from native_host.core.peer import rule, windows
+from native_host import windows_acl
 
 def verdict(sock, pid, check_pid):
     try:
@@ -57,9 +58,9 @@ reverse = rule.ConnectionEnds(ends.client_ip, ends.client_port, ends.server_ip, 
 out["attributed"] = judged(reverse, os.getpid())
 out["attributed_other_pid"] = judged(reverse, os.getpid() + 4)
 out["attributed_opted_out"] = judged(reverse, os.getpid() + 4, False)
-out["own_sid"] = (windows._windows_sid(None) or b"").hex()
-out["sid_by_pid"] = (windows._windows_sid(os.getpid()) or b"").hex()
-out["sid_of_nobody"] = windows._windows_sid(0)
+out["own_sid"] = (windows_acl.process_sid(None) or b"").hex()
+out["sid_by_pid"] = (windows_acl.process_sid(os.getpid()) or b"").hex()
+out["sid_of_nobody"] = windows_acl.process_sid(0)
 conn.close()
 time.sleep(0.5)
 out["closed"] = verdict(sock, os.getpid(), True)

@@ -22,6 +22,7 @@ from native_host.core.peer.rule import (
     blind,
     pick_server_end,
 )
+from native_host.windows_acl import process_sid
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -160,69 +161,14 @@ def _windows_tcp_tables(ends: ConnectionEnds) -> list[tuple[int, bytes]]:  # pra
     return tables
 
 
-def _windows_sid(pid: int | None) -> bytes | None:  # pragma: no cover - Windows only
-    """The user SID of process `pid` (None: this process) as bytes; None when the
-    process cannot be opened or queried (it is not the user's)."""
-    import ctypes
-    from ctypes import wintypes
-
-    windll = ctypes.WinDLL  # type: ignore[attr-defined,unused-ignore]
-    kernel32 = windll("kernel32", use_last_error=True)
-    advapi32 = windll("advapi32", use_last_error=True)
-    kernel32.OpenProcess.argtypes = [wintypes.DWORD, wintypes.BOOL, wintypes.DWORD]
-    kernel32.OpenProcess.restype = wintypes.HANDLE
-    kernel32.GetCurrentProcess.restype = wintypes.HANDLE
-    kernel32.CloseHandle.argtypes = [wintypes.HANDLE]
-    advapi32.OpenProcessToken.argtypes = [
-        wintypes.HANDLE,
-        wintypes.DWORD,
-        ctypes.POINTER(wintypes.HANDLE),
-    ]
-    advapi32.GetTokenInformation.argtypes = [
-        wintypes.HANDLE,
-        ctypes.c_int,
-        ctypes.c_void_p,
-        wintypes.DWORD,
-        ctypes.POINTER(wintypes.DWORD),
-    ]
-    advapi32.GetLengthSid.argtypes = [ctypes.c_void_p]
-    advapi32.GetLengthSid.restype = wintypes.DWORD
-    process_query_limited_information, token_query, token_user = 0x1000, 0x0008, 1
-    if pid is None:
-        process = kernel32.GetCurrentProcess()
-    else:
-        process = kernel32.OpenProcess(process_query_limited_information, False, pid)
-        if not process:
-            return None
-    token = wintypes.HANDLE()
-    try:
-        if not advapi32.OpenProcessToken(process, token_query, ctypes.byref(token)):
-            return None
-        try:
-            size = wintypes.DWORD(0)
-            advapi32.GetTokenInformation(token, token_user, None, 0, ctypes.byref(size))
-            buffer = ctypes.create_string_buffer(size.value)
-            if not advapi32.GetTokenInformation(
-                token, token_user, buffer, size, ctypes.byref(size)
-            ):
-                return None
-            sid = ctypes.c_void_p.from_buffer(buffer).value  # TOKEN_USER.User.Sid
-            return None if sid is None else ctypes.string_at(sid, advapi32.GetLengthSid(sid))
-        finally:
-            kernel32.CloseHandle(token)
-    finally:
-        if pid is not None:
-            kernel32.CloseHandle(process)
-
-
 def verify(
     ends: ConnectionEnds, expected_pid: int, check_pid: bool
 ) -> str:  # pragma: no cover - Windows only
     try:
         tables = _windows_tcp_tables(ends)
-        my_sid = _windows_sid(None)
+        my_sid = process_sid(None)
     except (OSError, ValueError) as exc:
         return blind(ends, check_pid, f"GetExtendedTcpTable: {exc}")
     if my_sid is None:
         return blind(ends, check_pid, "the host cannot read its own user SID")
-    return judge_windows(tables, ends, expected_pid, check_pid, _windows_sid, my_sid)
+    return judge_windows(tables, ends, expected_pid, check_pid, process_sid, my_sid)
