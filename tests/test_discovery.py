@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -55,10 +57,14 @@ def test_half_written_or_odd_files_are_undiscoverable(text: str) -> None:
 def test_missing_file_and_dead_pid(tmp_path: Path) -> None:
     with pytest.raises(CoreUnreachableError, match="not found"):
         read_runtime(tmp_path)
-    dead = os.fork()
-    if dead == 0:
-        os._exit(0)
-    os.waitpid(dead, 0)
+    # A child that exited and was reaped: a pid nobody holds (fork() warns on 3.12+).
+    child = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    dead = int(child.stdout)
     (tmp_path / "runtime.json").write_text(json.dumps({**GOOD, "pid": dead}))
     with pytest.raises(CoreUnreachableError, match="stale"):
         read_runtime(tmp_path)
