@@ -6,8 +6,8 @@ connection is therefore checked right after `connect()` and before its first byt
 *server end of this very connection* must belong to the user and be held by the process
 `runtime.json` names.
 
-How each operating system tells who holds a socket lives in its own module, imported on
-first use so that a host loads only its own system's code:
+How each operating system tells who holds a socket lives in its own module, and a host
+imports only its own system's:
 
 - `linux`: one sock_diag netlink lookup by exact 4-tuple (or `/proc/net/tcp[6]`), then
   `/proc/<pid>/fd`;
@@ -42,6 +42,7 @@ from native_host.core.peer.rule import (
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import _socket
+    from collections.abc import Callable
 
 __all__ = [
     "CONNECTION_GONE",
@@ -57,17 +58,22 @@ __all__ = [
 ]
 
 
+# The running system's check, imported with this package (at start, in one thread): an
+# import in a request thread can fail for want of a descriptor, and then every request
+# of that start would crash. The other systems' modules are never imported.
+_verify_system: Callable[[ConnectionEnds, int, bool], str] | None = None
+if sys.platform == "linux":
+    from native_host.core.peer.linux import verify as _verify_system
+elif sys.platform == "win32":
+    from native_host.core.peer.windows import verify as _verify_system
+elif sys.platform == "darwin":
+    from native_host.core.peer.macos import verify as _verify_system
+
+
 def _verify_here(ends: ConnectionEnds, expected_pid: int, check_pid: bool) -> str:
-    """The running system's check; the other systems' modules are never imported."""
-    if sys.platform == "linux":
-        from native_host.core.peer.linux import verify
-    elif sys.platform == "win32":
-        from native_host.core.peer.windows import verify
-    elif sys.platform == "darwin":
-        from native_host.core.peer.macos import verify
-    else:
+    if _verify_system is None:
         return blind(ends, check_pid, f"no way to identify a socket's owner on {sys.platform}")
-    return verify(ends, expected_pid, check_pid)
+    return _verify_system(ends, expected_pid, check_pid)
 
 
 def verify_core_peer(sock: _socket.socket, expected_pid: int, check_pid: bool = True) -> str:
