@@ -184,18 +184,23 @@ class Subscriptions:
     def abandon(self, sub: Subscription, error: dict[str, Any]) -> None:
         """Give up a key whose setup cannot go on: whoever waits on it is answered
         `error`, and the next subscribe on it starts afresh."""
+        self._forget(sub, error)
+        sub.ready.set()
+
+    def _forget(self, sub: Subscription, error: dict[str, Any]) -> None:
         sub.setup_error = error
         self._remove(sub)
-        sub.ready.set()
         if sub.connection is not None:
             sub.connection.close()
 
     def _fail_setup(self, sub: Subscription, request: NativeRequest, error: dict[str, Any]) -> None:
-        """Answer the request that set the key up, then those waiting on it: a duplicate
-        never overtakes the answer it waited for."""
+        """Forget the key, answer the request that set it up, then wake those waiting on
+        it: a duplicate never overtakes the answer it waited for, and a subscribe sent
+        after that answer starts afresh."""
+        self._forget(sub, error)
         if not self.stopping.is_set():
             self.outbox.error(request.request_id, request.type, error)
-        self.abandon(sub, error)
+        sub.ready.set()
 
     def _setup(
         self, sub: Subscription, request: NativeRequest, origin: str | None, attempt: Attempt
