@@ -119,8 +119,20 @@ def _version(extra: list[str]) -> int:
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Relay when the browser runs the host; dispatch a command; refuse anything else."""
+def start(image: str) -> int:
+    """What the launcher runs: the relay's modules from the start image at `image` when
+    it can be used (`native_host.startimage`), then `main`."""
+    gc.disable()  # see main: the image's modules are as permanent as imported ones
+    from native_host import startimage
+
+    return main(image=startimage.use(image))
+
+
+def main(argv: Sequence[str] | None = None, image: str = "none") -> int:
+    """Relay when the browser runs the host; dispatch a command; refuse anything else.
+
+    `image` says how the launcher's start image fared (`startimage.use`), for the
+    relay's first log line."""
     args = list(sys.argv[1:] if argv is None else argv)
     if started_by_browser(args, os.isatty(0)):
         # No garbage collection while the relay's modules load: they allocate thousands
@@ -129,7 +141,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         gc.disable()
         from native_host.relay import run_relay
 
-        return run_relay(args)
+        return run_relay(args, image=image)
+    gc.enable()  # `start` turned it off before it knew what was asked
     if not args:
         sys.stderr.write(BARE_COMMAND_MESSAGE)
         return EXIT_USAGE

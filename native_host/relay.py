@@ -298,8 +298,10 @@ def _refuse_extension(outbox: Outbox, extension_origin: str) -> int:
     return EXIT_EXTENSION_REFUSED
 
 
-def run_relay(argv: Sequence[str], env: Mapping[str, str] = os.environ) -> int:
-    """Relay mode: claim stdout, check the calling extension, serve until EOF, exit."""
+def run_relay(argv: Sequence[str], env: Mapping[str, str] = os.environ, image: str = "none") -> int:
+    """Relay mode: claim stdout, check the calling extension, serve until EOF, exit.
+
+    `image` is how the launcher's start image fared (`native_host.startimage`)."""
     frames_fd = claim_stdout()
     config = load_config(env)
     logs.setup(config.log_level, env)
@@ -308,7 +310,13 @@ def run_relay(argv: Sequence[str], env: Mapping[str, str] = os.environ) -> int:
     from native_host.extension import check_extension_origin, parse_extension_arg
 
     extension = parse_extension_arg(argv)
-    log.info("start pid=%d version=%s extension=%s", os.getpid(), __version__, extension)
+    log.info(
+        "start pid=%d version=%s extension=%s image=%s",
+        os.getpid(),
+        __version__,
+        extension,
+        image,
+    )
     relay_box: list[Relay] = []
 
     def on_broken() -> None:

@@ -103,7 +103,11 @@ def test_user_data_dir_install_writes_manifest_and_launcher(
         assert f"{sys.executable}' -I -c 'import sys; from native_host.cli" in text
     else:  # the kernel starts the interpreter itself: no shell
         assert text.startswith(f"#!{sys.executable} -I\n")
-        assert text.endswith("\nimport sys; from native_host.cli import main; sys.exit(main())\n")
+        image = tmp_path / "state" / "pedelec-native-host.image"
+        assert text.endswith(
+            f"\nimport sys; from native_host.cli import start; sys.exit(start({str(image)!r}))\n"
+        )
+        assert mode(image) == 0o600 and f"start image {image}" in result.stdout
     assert f"launcher {launcher}" in result.stdout
     assert f"manifest {manifest_path}" in result.stdout
     assert (tmp_path / "state" / installer.RECORD_FILE).is_file()

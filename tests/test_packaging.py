@@ -11,6 +11,7 @@ from __future__ import annotations
 import email.parser
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -21,7 +22,7 @@ from typing import NoReturn
 
 import pytest
 
-from native_host import HOST_NAME, __version__
+from native_host import HOST_NAME, __version__, startimage
 from tests.support.checkout import REPO, fresh_checkout
 
 IN_CI = os.environ.get("CI") == "true"
@@ -189,9 +190,16 @@ def assert_registered_host_answers(env: dict[str, str], tool_dir: Path) -> None:
         assert [(f["subject"], f["status"]) for f in pings] == [("chromium", "ok")], pings
         assert "Core connected" in pings[0]["detail"]
         assert [r.type for r in core.record].count("ping") >= 2  # doctor's own, the host's
+    # The launcher started from the start image install wrote beside it (issue 19).
+    image = launcher.parent / startimage.IMAGE_NAME
+    images = [f for f in findings if f["check"] == "start image"]
+    assert [(f["status"], f["detail"].split(":")[0]) for f in images] == [("ok", str(image))]
+    log = "".join(p.read_text() for p in Path(env["PEDELEC_NATIVE_HOST_LOG_DIR"]).glob("*.log"))
+    starts = re.findall(r" start pid=\d+ .* image=(\S+)", log)
+    assert starts and set(starts) == {startimage.LOADED}, starts
     removed = run([command, "uninstall"], env=env, timeout=120)
     assert removed.returncode == 0, removed.stderr
-    assert not manifest_path.exists() and not launcher.exists()
+    assert not manifest_path.exists() and not launcher.exists() and not image.exists()
 
 
 def test_pipx_install_from_the_wheel_then_install_and_doctor(

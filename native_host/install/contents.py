@@ -21,6 +21,9 @@ environment a browser passes cannot change which code runs (docs/install.md, "Th
 launcher")."""
 ENTRY = "import sys; from native_host.cli import main; sys.exit(main())"
 """What the launcher runs."""
+IMAGE_ENTRY = "import sys; from native_host.cli import start; sys.exit(start({image}))"
+"""What the launcher of a lasting install runs: the relay's modules from the start image
+written beside it (`native_host.startimage`); `{image}` is a Python string of its path."""
 SHEBANG_MAX_BYTES = 127
 """The longest `#!` line every kernel reads whole (Linux before 5.1 read 128 bytes with
 the newline; macOS reads 512): a longer one falls back to `/bin/sh`."""
@@ -49,8 +52,10 @@ def launcher_text(
     import_paths: Sequence[str] = (),
     launcher_dir: str | None = None,
     short_path: Callable[[str], str | None] | None = None,
+    image: str | None = None,
 ) -> bytes:
-    """A script Chrome can execute that runs this package with this interpreter.
+    """A script Chrome can execute that runs this package with this interpreter (from
+    the start image at `image`, when there is one).
 
     Chrome starts the host for every burst of page activity, so the launcher skips what a
     start does not need: `-c` or a script rather than `-m` (runpy and its imports, about
@@ -69,10 +74,10 @@ def launcher_text(
     """
     options = " ".join(INTERPRETER_OPTIONS) + (" -S" if import_paths else "")
     if os_name is Os.WIN32:
-        return windows_launcher(python, options, import_paths, launcher_dir, short_path)
-    entry = ENTRY
+        return windows_launcher(python, options, import_paths, launcher_dir, short_path, image)
+    entry = ENTRY if image is None else IMAGE_ENTRY.format(image=repr(image))
     if import_paths:
-        rest = ENTRY.removeprefix("import sys; ")
+        rest = entry.removeprefix("import sys; ")
         entry = f"import sys; sys.path += {list(import_paths)!r}; {rest}"
     # Linux passes everything after the path as one argument: the options as one word.
     shebang = f"#!{python} -{''.join(option.lstrip('-') for option in options.split())}"
@@ -129,12 +134,13 @@ def windows_launcher(
     import_paths: Sequence[str],
     launcher_dir: str | None,
     short_path: Callable[[str], str | None] | None,
+    image: str | None = None,
 ) -> bytes:
     """The ASCII batch file: `%` doubled everywhere, paths in the code as Python strings
     without `"` (hex when a path is not plain ASCII)."""
-    entry = ENTRY
+    entry = ENTRY if image is None else IMAGE_ENTRY.format(image=_python_string(image))
     if import_paths:
-        rest = ENTRY.removeprefix("import sys; ")
+        rest = entry.removeprefix("import sys; ")
         listed = ", ".join(_python_string(path) for path in import_paths)
         entry = f"import sys; sys.path += [{listed}]; {rest}"
     spelled = batch_interpreter(python, launcher_dir, short_path)

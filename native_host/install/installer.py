@@ -326,8 +326,9 @@ def install(options: InstallOptions, ctx: Environment) -> Plan:
     registry = ctx.registry_factory() if plan.keys else None
     granted = True
     try:
-        if plan.launcher is not None:
-            _apply_file(plan.launcher, record, say, options.dry_run, ctx)
+        for write in (plan.image, plan.launcher):
+            if write is not None:
+                _apply_file(write, record, say, options.dry_run, ctx)
         if plan.config is not None:
             _apply_config(plan.config, record, say, options.dry_run)
         for write in [*plan.wrappers, *plan.manifests]:

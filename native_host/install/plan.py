@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePath
 from typing import Any, TextIO
 
-from native_host import files, paths
+from native_host import files, paths, startimage
 from native_host.install import flatpak, interpreter, locations, shortname
 from native_host.install.contents import launcher_name, launcher_text, render_manifest
 from native_host.install.locations import BrowserRow, Os, RegistryKey, Sandbox, Scope, Target
-from native_host.install.record import FLATPAK_WRAPPER, LAUNCHER, MANIFEST
+from native_host.install.record import FLATPAK_WRAPPER, LAUNCHER, MANIFEST, START_IMAGE
 from native_host.install.registry import Registry, WindowsRegistry
 
 # User scope: the user's own browser reads everything, nobody else needs to.
@@ -124,6 +124,8 @@ class Environment:
     describe_interpreter: Callable[[str, Mapping[str, str]], interpreter.Interpreter] = (
         interpreter.current
     )
+    build_image: Callable[[str, Sequence[str]], bytes] = startimage.build
+    """The launcher's start image for an interpreter and its import paths."""
 
     @property
     def os(self) -> Os:
@@ -170,6 +172,8 @@ class Plan:
     """Everything one install will write, in the order it is written."""
 
     launcher: FileWrite | None
+    image: FileWrite | None
+    """The launcher's start image (`native_host.startimage`), written with it."""
     config: ConfigWrite | None
     manifests: list[FileWrite]
     keys: list[KeyWrite]
@@ -277,17 +281,21 @@ def select_targets(options: InstallOptions, ctx: Environment) -> tuple[list[Targ
 
 def _host_path(
     options: InstallOptions, ctx: Environment, warnings: list[str]
-) -> tuple[str, FileWrite | None]:
-    """What the manifest's `path` points at, and the launcher to write for it, if any."""
+) -> tuple[str, FileWrite | None, FileWrite | None]:
+    """What the manifest's `path` points at, and the launcher and its start image to
+    write for it, if any.
+
+    The image holds this package's code, compiled by this interpreter: the one the
+    launcher runs (`interpreter.current`)."""
     if options.host_path is not None:
         host = options.host_path.absolute()
         if not host.is_file():
             raise UsageError(f"--host-path {host} is not an existing file")
         if ctx.os is not Os.WIN32 and not os.access(host, os.X_OK):
             raise UsageError(f"--host-path {host} is not executable (chmod 755 it)")
-        return str(host), None
+        return str(host), None, None
     if ctx.frozen:
-        return ctx.executable, None
+        return ctx.executable, None, None
     seen = ctx.describe_interpreter(ctx.executable, ctx.env)
     risk = interpreter.classify(seen)
     if risk is not None:
@@ -300,21 +308,30 @@ def _host_path(
     else:
         directory = as_local(locations.launcher_dir(ctx.platform, ctx.env, ctx.home, Scope.SYSTEM))
     launcher = directory / launcher_name(ctx.os)
+    image: FileWrite | None = None
+    try:
+        compiled = ctx.build_image(ctx.executable, import_paths)
+    except OSError as exc:
+        warnings.append(f"no start image, so every start imports the usual way: {exc}")
+    else:
+        image_path = directory / startimage.IMAGE_NAME
+        mode = file_mode(options.scope, executable=False)
+        image = FileWrite(image_path, compiled, mode, START_IMAGE, (), options.scope)
     try:
         text = launcher_text(
-            ctx.os, ctx.executable, import_paths, str(directory), shortname.short_path
+            ctx.os,
+            ctx.executable,
+            import_paths,
+            str(directory),
+            shortname.short_path,
+            image=None if image is None else str(image.path),
         )
     except ValueError as exc:
         raise InstallError(f"cannot write the launcher: {exc}") from None
     write = FileWrite(
-        launcher,
-        text,
-        file_mode(options.scope, executable=True),
-        LAUNCHER,
-        (),
-        options.scope,
+        launcher, text, file_mode(options.scope, executable=True), LAUNCHER, (), options.scope
     )
-    return str(launcher), write
+    return str(launcher), write, image
 
 
 def _config_write(options: InstallOptions, ctx: Environment, warnings: list[str]) -> tuple[
@@ -347,7 +364,7 @@ def plan_install(options: InstallOptions, ctx: Environment) -> Plan:
     warnings: list[str] = []
     ids, config_write = _config_write(options, ctx, warnings)
     chosen, skipped = select_targets(options, ctx)
-    host, launcher = _host_path(options, ctx, warnings)
+    host, launcher, image = _host_path(options, ctx, warnings)
     manifest_mode = file_mode(options.scope, executable=False)
 
     by_path: dict[Path, tuple[bytes, list[str]]] = {}
@@ -390,6 +407,7 @@ def plan_install(options: InstallOptions, ctx: Environment) -> Plan:
         check_target_dir(directory)
     return Plan(
         launcher,
+        image,
         config_write,
         manifests,
         key_writes,

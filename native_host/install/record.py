@@ -22,6 +22,7 @@ MAX_RECORD_BYTES = 1_048_576
 
 # Roles of the files install writes.
 LAUNCHER = "launcher"
+START_IMAGE = "start image"
 MANIFEST = "manifest"
 FLATPAK_WRAPPER = "flatpak-wrapper"
 FLATPAK_OVERRIDE = "flatpak-override"

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path, PurePath
 
-from native_host import files, paths
+from native_host import files, paths, startimage
 from native_host.install import locations
 from native_host.install.contents import launcher_name
 from native_host.install.installer import Printer
@@ -49,6 +49,7 @@ def writable_files(ctx: Environment) -> set[Path]:
             else as_local(locations.launcher_dir(ctx.platform, ctx.env, ctx.home, scope))
         )
         result.add(directory / launcher_name(ctx.os))
+        result.add(directory / startimage.IMAGE_NAME)
         if ctx.os is Os.WIN32:
             result.add(as_local(locations.windows_manifest_path(ctx.env, ctx.home, scope)))
     for row in locations.rows_for(ctx.platform):

@@ -6,13 +6,14 @@ whole, garbage gets its specific error, and the host exits when its stdin ends."
 from __future__ import annotations
 
 import json
+import re
 import struct
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from native_host import HOST_NAME
+from native_host import HOST_NAME, startimage
 from native_host.errors import MSG_NOT_JSON, STAGE_PARSE_MESSAGE, STAGE_READ_LAUNCH_CONFIG
 from tests.support.wine import linux_path, run_code, windows_path
 from tests.support.wine_world import WineWorld
@@ -60,7 +61,10 @@ def test_install_registers_the_manifest_in_hkcu(installed: WineWorld) -> None:
     document = json.loads(linux_path(manifest).read_text())
     assert document["name"] == HOST_NAME
     assert document["path"].endswith(".bat")
-    assert linux_path(document["path"]).is_file()
+    launcher = linux_path(document["path"])
+    assert launcher.is_file()
+    image = launcher.parent / startimage.IMAGE_NAME
+    assert image.is_file() and image.name in launcher.read_text()
 
 
 def test_started_through_cmd_frames_binary_safely_and_exits_on_eof(installed: WineWorld) -> None:
@@ -99,6 +103,10 @@ def test_started_through_cmd_answers_from_the_dev_core(
     response = host.request({"type": "ping", "requestId": "core"}, timeout=60)
     assert response["ok"] is True, (response, host.stderr)
     assert response["result"]["connected"] is True
+    # Every start through the registered .bat ran from the image install wrote beside it.
+    logs = installed.dirs["PEDELEC_NATIVE_HOST_LOG_DIR"].glob("*.log")
+    starts = re.findall(r" start pid=\d+ .* image=(\S+)", "".join(p.read_text() for p in logs))
+    assert starts and set(starts) == {startimage.LOADED}, starts
 
 
 def test_uninstall_leaves_no_key(lane: None, tmp_path: Path) -> None:

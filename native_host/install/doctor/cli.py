@@ -27,6 +27,7 @@ from native_host.install.managed_policy import Permission, PolicyReader, PolicyR
 from native_host.install.plan import as_local
 from native_host.install.record import (
     MANIFEST,
+    START_IMAGE,
     InstallRecord,
     RecordError,
     load_record,
@@ -107,6 +108,31 @@ class Doctor:
         self.add(
             Finding(Status.OK, "install", "install record", f"{path}: {files} files, {keys} keys")
         )
+
+    def check_image(self) -> None:
+        """Each start image install wrote, through the reader the launcher's start uses:
+        an image it would leave unused costs every start its imports again."""
+        from native_host import startimage
+
+        for entry in self.record.files if self.record else []:
+            if entry.role != START_IMAGE:
+                continue
+            try:
+                modules = len(startimage.read(entry.path))
+            except startimage.ImageUnusable as exc:
+                self.add(
+                    Finding(
+                        Status.WARN,
+                        "install",
+                        "start image",
+                        f"{entry.path}: {exc.state}: {exc.detail}",
+                        "run `pedelec-native-host install` again (the host works, "
+                        "but every start imports its modules the slow way)",
+                    )
+                )
+                continue
+            detail = f"{entry.path}: {modules} modules, every source unchanged"
+            self.add(Finding(Status.OK, "install", "start image", detail))
 
     def recorded_rows(self) -> list[BrowserRow]:
         """Browsers the install record says were registered."""
@@ -270,6 +296,7 @@ def diagnose(
     browser and everything the install record lists. ValueError for an unknown name."""
     rows = list(locations.select_rows(doctor.platform, browsers)) if browsers else []
     doctor.isolated("install", "install record", doctor.read_record)
+    doctor.isolated("install", "start image", doctor.check_image)
     profiles = list(user_data_dirs)
 
     def find_browsers() -> None:

@@ -1,0 +1,212 @@
+"""The modules a ping imports, in one file read in one go: the launcher's start (issue 19).
+
+Chrome starts a host for every `connectNative`, and the first answer waits for some forty
+Python modules: the relay's own and the standard library's it uses (json, re, enum, ...).
+Through importlib each one costs a search of its directory, a stat of its source, an open
+and read of its `.pyc` and the import system's Python bookkeeping; together, more than
+the host's own work before its answer. So `install` writes, next to the launcher, an
+image (docs/install.md, "The start image"): every module written in Python that a relay
+start imports, compiled by the launcher's interpreter, each with the size and
+modification time of its source, in the order a start finishes importing them. The
+launcher runs `cli.start`, which reads the image under the rule every file the host
+reads obeys (`files.read_trusted`), checks that every source is the one compiled, and
+executes each module into a new module object, as the import system would.
+
+Anything amiss (a source changed by an upgrade of the package or of Python that
+`install` did not follow, another interpreter, a refused or damaged file) leaves the
+image unused: the modules then load the usual way, the relay's first log line says why,
+and `doctor` says what to do.
+"""
+
+from __future__ import annotations
+
+import marshal
+import os
+import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from types import CodeType
+    from typing import Any
+
+    Entry = tuple[str, str, bool, int, int, CodeType]
+    """name, source path, is a package, the source's st_mtime_ns and st_size, its code."""
+
+IMAGE_NAME = "pedelec-native-host.image"
+"""The image's file name, next to the launcher."""
+MAX_IMAGE_BYTES = 16 * 1_048_576
+FORMAT = "pedelec-start-image 1"
+ROOTS = ("native_host.relay", "native_host.extension")
+"""What a relay start imports after `cli`, this module and `files` (which read the image):
+the image holds these and everything they import that is written in Python."""
+BUILD_TIMEOUT_S = 60.0
+
+# How a start fared with its image: the words of the relay's first log line and doctor's.
+LOADED = "loaded"
+NONE = "none"
+"""The host was not started through an image (a console script, an older launcher)."""
+REFUSED = "refused"
+FOREIGN = "other-python"
+DAMAGED = "damaged"
+STALE = "stale"
+
+
+class ImageUnusable(Exception):
+    """The image cannot be used; `state` is one of the words above, `detail` says why."""
+
+    def __init__(self, state: str, detail: str) -> None:
+        super().__init__(f"{state}: {detail}")
+        self.state = state
+        self.detail = detail
+
+
+def _header() -> bytes:
+    """The interpreter's bytecode magic (what a `.pyc` starts with), then the format."""
+    magic: bytes = sys.modules["_frozen_importlib_external"].MAGIC_NUMBER
+    return magic + FORMAT.encode() + b"\n"
+
+
+# -- writing (install) -----------------------------------------------------------------
+def build(python: str, import_paths: Sequence[str]) -> bytes:
+    """The image for a launcher that runs `python` with `import_paths` (`-S` when there
+    are some, as the launcher does): recorded and compiled by that very interpreter, so
+    it holds what that launcher imports. OSError when it cannot be built."""
+    import subprocess
+
+    options = ["-I", "-S"] if import_paths else ["-I"]
+    code = (
+        f"import sys; sys.path += {list(import_paths)!r}; "
+        "from native_host import startimage; startimage.write_recorded()"
+    )
+    try:
+        done = subprocess.run(
+            [python, *options, "-c", code], capture_output=True, timeout=BUILD_TIMEOUT_S
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise OSError(f"{python} could not be run: {exc}") from None
+    if done.returncode != 0 or FORMAT.encode() not in done.stdout[:64]:
+        last = done.stderr.decode("utf-8", "replace").strip().splitlines()[-1:]
+        raise OSError(f"{python} exited with status {done.returncode}: {' '.join(last)}")
+    return done.stdout
+
+
+def write_recorded() -> None:
+    """Import `ROOTS` as a relay start does and write their image to stdout: what
+    `build` runs in the launcher's interpreter."""
+    for loaded_first in ("native_host.cli", "native_host.files"):  # as at every start
+        __import__(loaded_first)
+    source_loader = sys.modules["_frozen_importlib_external"].SourceFileLoader
+    finished: list[Any] = []
+
+    class Recorder:
+        """Finds nothing itself: notes each module written in Python once the finder
+        that found it has executed it, the order in which a start finishes them."""
+
+        @staticmethod
+        def find_spec(name: str, path: Any = None, target: Any = None) -> Any:
+            for finder in sys.meta_path[1:]:
+                spec = finder.find_spec(name, path, target)
+                if spec is not None:
+                    break
+            else:
+                return None
+            loader = spec.loader
+            if isinstance(loader, source_loader) and str(spec.origin).endswith(".py"):
+                run = loader.exec_module
+
+                def record(module: Any) -> None:
+                    run(module)
+                    finished.append(module)
+
+                loader.exec_module = record
+            return spec
+
+    sys.meta_path.insert(0, Recorder)
+    try:
+        for root in ROOTS:
+            __import__(root)
+    finally:
+        sys.meta_path.remove(Recorder)
+    entries = []
+    for module in finished:
+        origin = module.__file__
+        with open(origin, "rb") as source:
+            info = os.fstat(source.fileno())
+            code = compile(source.read(), origin, "exec", dont_inherit=True, optimize=0)
+        package = hasattr(module, "__path__")
+        entries.append((module.__name__, origin, package, info.st_mtime_ns, info.st_size, code))
+    sys.stdout.buffer.write(_header() + marshal.dumps(tuple(entries)))
+    sys.stdout.buffer.flush()
+
+
+# -- reading (the launcher's start, doctor) ------------------------------------------------
+def read(path: str) -> Sequence[Entry]:
+    """The image's entries when every one can be executed as it stands; ImageUnusable
+    saying why not. The one reader of the image: the launcher's start and doctor."""
+    from native_host import files
+
+    try:
+        data = files.read_trusted(path, MAX_IMAGE_BYTES)
+    except files.FileRefusedError as exc:
+        raise ImageUnusable(REFUSED, exc.explanation) from None
+    header = _header()
+    if not data.startswith(header):
+        raise ImageUnusable(FOREIGN, "written by another interpreter or format: install again")
+    try:
+        entries: Sequence[Entry] = marshal.loads(memoryview(data)[len(header) :])
+        sources = [(entry[0], entry[1], entry[3], entry[4]) for entry in entries]
+    except (EOFError, ValueError, TypeError, IndexError) as exc:
+        raise ImageUnusable(DAMAGED, f"cannot be read back ({exc}): install again") from None
+    for name, origin, mtime_ns, size in sources:
+        try:
+            info = os.stat(origin)
+        except (OSError, TypeError, ValueError):
+            raise ImageUnusable(STALE, f"{origin} is gone: install again") from None
+        if (info.st_mtime_ns, info.st_size) != (mtime_ns, size):
+            raise ImageUnusable(STALE, f"{name} changed since install: install again")
+    return entries
+
+
+def load(entries: Sequence[Entry]) -> None:
+    """Execute each entry into a new module, as importing it would; a module already
+    imported stays as it is. A package executes after the children its body imports
+    (that is the order), so a child's parent is put in `sys.modules` ahead of its body,
+    as the import system does while the parent's body runs."""
+    bootstrap = sys.modules["_frozen_importlib"]
+    loader_type = sys.modules["_frozen_importlib_external"].SourceFileLoader
+    modules = sys.modules
+    fresh = {}
+    for name, origin, package, _, _, _ in entries:
+        loader = loader_type(name, origin)
+        spec = bootstrap.ModuleSpec(name, loader, origin=origin, is_package=package)
+        spec.has_location = True
+        module = type(sys)(name)
+        module.__spec__, module.__loader__, module.__file__ = spec, loader, origin
+        if package:
+            module.__path__ = spec.submodule_search_locations = [os.path.dirname(origin)]
+        module.__package__ = spec.parent
+        fresh[name] = module
+    for name, _, _, _, _, code in entries:
+        module = fresh[name]
+        if modules.setdefault(name, module) is not module:
+            continue
+        parent, _, child = name.rpartition(".")
+        if parent in fresh:
+            setattr(modules.setdefault(parent, fresh[parent]), child, module)
+        elif parent:
+            setattr(modules[parent], child, module)
+        try:
+            exec(code, module.__dict__)
+        except BaseException:
+            del modules[name]
+            raise
+
+
+def use(path: str) -> str:
+    """Load the image at `path` if it can be used; the state word for the log."""
+    try:
+        load(read(path))
+    except ImageUnusable as exc:
+        return exc.state
+    return LOADED
