@@ -46,6 +46,7 @@ BUILD_TIMEOUT_S = 60.0
 LOADED = "loaded"
 NONE = "none"
 """The host was not started through an image (a console script, an older launcher)."""
+MISSING = "missing"
 REFUSED = "refused"
 FOREIGN = "other-python"
 DAMAGED = "damaged"
@@ -149,23 +150,31 @@ def read(path: str) -> Sequence[Entry]:
     try:
         data = files.read_trusted(path, MAX_IMAGE_BYTES)
     except files.FileRefusedError as exc:
-        raise ImageUnusable(REFUSED, exc.explanation) from None
+        state = MISSING if exc.reason == files.MISSING else REFUSED
+        raise ImageUnusable(state, f"{exc.explanation}: install again") from None
     header = _header()
     if not data.startswith(header):
         raise ImageUnusable(FOREIGN, "written by another interpreter or format: install again")
     try:
         entries: Sequence[Entry] = marshal.loads(memoryview(data)[len(header) :])
-        sources = [(entry[0], entry[1], entry[3], entry[4]) for entry in entries]
-    except (EOFError, ValueError, TypeError, IndexError) as exc:
+        shapes = {tuple(map(type, entry)) for entry in entries}
+    except (EOFError, ValueError, TypeError) as exc:
         raise ImageUnusable(DAMAGED, f"cannot be read back ({exc}): install again") from None
-    for name, origin, mtime_ns, size in sources:
+    if not isinstance(entries, tuple) or shapes - {_ENTRY_TYPES}:
+        raise ImageUnusable(DAMAGED, "it holds something other than modules: install again")
+    for name, origin, _, mtime_ns, size, _ in entries:
         try:
             info = os.stat(origin)
-        except (OSError, TypeError, ValueError):
+        except (OSError, ValueError):
             raise ImageUnusable(STALE, f"{origin} is gone: install again") from None
         if (info.st_mtime_ns, info.st_size) != (mtime_ns, size):
             raise ImageUnusable(STALE, f"{name} changed since install: install again")
     return entries
+
+
+_ENTRY_TYPES = (str, str, bool, int, int, type(read.__code__))
+"""What every entry is made of: anything else is not an image `build` wrote (a string in
+place of code would be compiled and run by `exec`)."""
 
 
 def load(entries: Sequence[Entry]) -> None:

@@ -167,24 +167,40 @@ def test_an_image_someone_else_could_have_written_is_never_executed(
     [
         ("truncated", startimage.DAMAGED),
         ("garbage", startimage.DAMAGED),
+        ("not modules", startimage.DAMAGED),
+        ("text in place of code", startimage.DAMAGED),
         ("another interpreter", startimage.FOREIGN),
         ("empty", startimage.FOREIGN),
     ],
 )
 def test_a_damaged_or_foreign_image_is_left_unused(
-    world: HostWorld, install: Install, damage: str, state: str
+    world: HostWorld, install: Install, tmp_path: Path, damage: str, state: str
 ) -> None:
     world.start_core("current")
     data = install.image.read_bytes()
-    header = len(startimage._header())
+    header = data[: len(startimage._header())]
+    first = startimage.read(str(install.image))[0]
+    ran = tmp_path / "the text ran"
+    text = f"open({str(ran)!r}, 'w').close()"
     damaged = {
-        "truncated": data[: header + (len(data) - header) // 2],
-        "garbage": data[:header] + b"\xff" * 64,
+        "truncated": data[: len(header) + (len(data) - len(header)) // 2],
+        "garbage": header + b"\xff" * 64,
+        "not modules": header + marshal.dumps(({"a": 1},)),
+        "text in place of code": header + marshal.dumps(((*first[:5], text),)),
         "another interpreter": bytes([data[0] ^ 1]) + data[1:],
         "empty": b"",
     }[damage]
     install.image.write_bytes(damaged)
     assert start_and_ping(world, [str(install.launcher)])[0] == state
+    assert not ran.exists()
+
+
+def test_a_missing_image_is_named_and_the_host_still_answers(
+    world: HostWorld, install: Install
+) -> None:
+    world.start_core("current")
+    install.image.unlink()
+    assert start_and_ping(world, [str(install.launcher)])[0] == startimage.MISSING
 
 
 def test_doctor_reports_an_image_the_start_would_leave_unused(
