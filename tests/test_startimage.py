@@ -26,9 +26,14 @@ from native_host.install.doctor.cli import Doctor
 from native_host.install.doctor.report import Status
 from native_host.install.locations import Os
 from native_host.install.record import START_IMAGE, FileEntry, InstallRecord
+from tests.support.markers import POSIX, needs_os
+from tests.support.users import skip_unless_root, throwaway_users
 from tests.support.world import HostWorld
 
-pytestmark = pytest.mark.process
+pytestmark = [
+    pytest.mark.process,
+    needs_os(*POSIX, reason="the launcher is a #! script (the Windows lane runs the .bat)"),
+]
 
 REPO = Path(__file__).resolve().parent.parent
 READ_FIRST = {"native_host", "native_host.cli", "native_host.startimage", "native_host.files"}
@@ -144,7 +149,12 @@ def test_a_standard_library_upgrade_leaves_the_image_unused(
     assert start_and_ping(world, [str(install.launcher)])[0] == startimage.STALE
 
 
-@pytest.mark.parametrize("plant", ["writable by others", "symlink"])
+ANOTHER_USERS = pytest.param(
+    "another user's", marks=needs_os("linux", reason="throwaway users through useradd")
+)
+
+
+@pytest.mark.parametrize("plant", ["writable by others", "symlink", ANOTHER_USERS])
 def test_an_image_someone_else_could_have_written_is_never_executed(
     world: HostWorld, install: Install, tmp_path: Path, plant: str
 ) -> None:
@@ -153,6 +163,14 @@ def test_an_image_someone_else_could_have_written_is_never_executed(
         real = tmp_path / "elsewhere.image"
         install.image.rename(real)
         install.image.symlink_to(real)
+    elif plant == "another user's":
+        skip_unless_root()
+        with throwaway_users() as make_user:
+            mallory = make_user()
+            os.chown(install.image, mallory.uid, mallory.gid)
+            state, _ = start_and_ping(world, install.traced())
+        assert state == startimage.REFUSED
+        return
     else:
         install.image.chmod(0o666)
     state, _ = start_and_ping(world, install.traced())
