@@ -18,7 +18,7 @@ from pathlib import Path, PurePath, PureWindowsPath
 
 import pytest
 
-from native_host import HOST_NAME, OFFICIAL_EXTENSION_ID
+from native_host import HOST_NAME, OFFICIAL_EXTENSION_ID, startimage
 from native_host.install import installer, interpreter, locations, uninstall
 from native_host.install.locations import RegistryKey, RegistryView, Scope
 from tests.support.registry import FakeRegistry
@@ -387,6 +387,24 @@ def test_frozen_build_registers_its_own_executable(tmp_path: Path, env: dict[str
     plan = installer.install(options, ctx)
     assert plan.launcher is None
     assert json.loads(manifest_at(tmp_path / "p").read_text())["path"] == str(exe)
+
+
+def test_a_start_image_that_cannot_be_built_leaves_a_launcher_without_one(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    """The image only makes starts faster: without it the launcher imports as before."""
+
+    def cannot(python: str, paths: object) -> bytes:
+        raise OSError(f"{python} exited with status 1: no such module")
+
+    ctx, out = make_env("linux", env, Path(env["HOME"]))
+    ctx = dataclasses.replace(ctx, build_image=cannot)
+    plan = installer.install(installer.InstallOptions(user_data_dirs=(tmp_path / "p",)), ctx)
+    assert plan.image is None and plan.launcher is not None
+    assert "no start image, so every start imports the usual way: " in out.getvalue()
+    text = plan.launcher.path.read_text()
+    assert "from native_host.cli import main; sys.exit(main())" in text
+    assert not (plan.launcher.path.parent / startimage.IMAGE_NAME).exists()
 
 
 @pytest.fixture
