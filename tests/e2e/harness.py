@@ -183,8 +183,11 @@ class PageServer:
                 if body:
                     self.send_header("Content-Type", kind)
                     self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                try:
+                    self.end_headers()
+                    self.wfile.write(body)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the browser was closed once the page's report was in
 
             def log_message(self, format: str, *args: Any) -> None:
                 """Quiet."""
