@@ -69,13 +69,12 @@ def _header() -> bytes:
 
 
 # -- writing (install) -----------------------------------------------------------------
-def build(python: str, import_paths: Sequence[str]) -> bytes:
-    """The image for a launcher that runs `python` with `import_paths` (`-S` when there
-    are some, as the launcher does): recorded and compiled by that very interpreter, so
-    it holds what that launcher imports. OSError when it cannot be built."""
+def build(python: str, options: Sequence[str], import_paths: Sequence[str]) -> bytes:
+    """The image for a launcher that runs `python` with these options and import paths:
+    recorded and compiled by that very interpreter, so it holds what that launcher
+    imports. OSError when it cannot be built."""
     import subprocess
 
-    options = ["-I", "-S"] if import_paths else ["-I"]
     code = (
         f"import sys; sys.path += {list(import_paths)!r}; "
         "from native_host import startimage; startimage.write_recorded()"

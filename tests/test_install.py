@@ -394,7 +394,7 @@ def test_a_start_image_that_cannot_be_built_leaves_a_launcher_without_one(
 ) -> None:
     """The image only makes starts faster: without it the launcher imports as before."""
 
-    def cannot(python: str, paths: object) -> bytes:
+    def cannot(python: str, options: object, paths: object) -> bytes:
         raise OSError(f"{python} exited with status 1: no such module")
 
     ctx, out = make_env("linux", env, Path(env["HOME"]))

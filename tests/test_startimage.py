@@ -21,7 +21,7 @@ import pytest
 
 from native_host import startimage
 from native_host.hostproc import OFFICIAL_ORIGIN, HostProcess
-from native_host.install.contents import IMAGE_ENTRY, launcher_text
+from native_host.install.contents import IMAGE_ENTRY, interpreter_options, launcher_text
 from native_host.install.doctor.cli import Doctor
 from native_host.install.doctor.report import Status
 from native_host.install.locations import Os
@@ -52,7 +52,9 @@ class Install:
         )
         self.image = root / "launcher-dir" / startimage.IMAGE_NAME
         self.image.parent.mkdir(mode=0o700)
-        self.image.write_bytes(startimage.build(sys.executable, [str(self.site)]))
+        paths = [str(self.site)]
+        options = interpreter_options(paths)
+        self.image.write_bytes(startimage.build(sys.executable, options, paths))
         self.launcher = self.image.parent / "pedelec-native-host"
         self.launcher.write_bytes(
             launcher_text(Os.LINUX, sys.executable, [str(self.site)], image=str(self.image))

@@ -29,6 +29,11 @@ SHEBANG_MAX_BYTES = 127
 the newline; macOS reads 512): a longer one falls back to `/bin/sh`."""
 
 
+def interpreter_options(import_paths: Sequence[str]) -> list[str]:
+    """The launcher's interpreter options: `-S` when it names its import paths itself."""
+    return [*INTERPRETER_OPTIONS, *(["-S"] if import_paths else [])]
+
+
 def launcher_name(os_name: Os) -> str:
     """The launcher's file name on this OS (a batch file on Windows)."""
     return WINDOWS_LAUNCHER if os_name is Os.WIN32 else LAUNCHER_NAMES[os_name]
@@ -72,7 +77,7 @@ def launcher_text(
     path holding `'` would make `repr` use one and end the `-c` argument): see
     `windows_launcher`.
     """
-    options = " ".join(INTERPRETER_OPTIONS) + (" -S" if import_paths else "")
+    options = " ".join(interpreter_options(import_paths))
     if os_name is Os.WIN32:
         return windows_launcher(python, options, import_paths, launcher_dir, short_path, image)
     entry = ENTRY if image is None else IMAGE_ENTRY.format(image=repr(image))

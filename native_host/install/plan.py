@@ -19,7 +19,12 @@ from typing import Any, TextIO
 
 from native_host import files, paths, startimage
 from native_host.install import flatpak, interpreter, locations, shortname
-from native_host.install.contents import launcher_name, launcher_text, render_manifest
+from native_host.install.contents import (
+    interpreter_options,
+    launcher_name,
+    launcher_text,
+    render_manifest,
+)
 from native_host.install.locations import BrowserRow, Os, RegistryKey, Sandbox, Scope, Target
 from native_host.install.record import FLATPAK_WRAPPER, LAUNCHER, MANIFEST, START_IMAGE
 from native_host.install.registry import Registry, WindowsRegistry
@@ -124,8 +129,8 @@ class Environment:
     describe_interpreter: Callable[[str, Mapping[str, str]], interpreter.Interpreter] = (
         interpreter.current
     )
-    build_image: Callable[[str, Sequence[str]], bytes] = startimage.build
-    """The launcher's start image for an interpreter and its import paths."""
+    build_image: Callable[[str, Sequence[str], Sequence[str]], bytes] = startimage.build
+    """The launcher's start image for an interpreter, its options and import paths."""
 
     @property
     def os(self) -> Os:
@@ -310,7 +315,8 @@ def _host_path(
     launcher = directory / launcher_name(ctx.os)
     image: FileWrite | None = None
     try:
-        compiled = ctx.build_image(ctx.executable, import_paths)
+        python_options = interpreter_options(import_paths)
+        compiled = ctx.build_image(ctx.executable, python_options, import_paths)
     except OSError as exc:
         warnings.append(f"no start image, so every start imports the usual way: {exc}")
     else:
