@@ -946,6 +946,49 @@ def test_windows_dual_stack_core_in_the_ipv6_table() -> None:
     assert "the listener" in windows.judge_windows(tables, ENDS, CORE_PID, True, _sids, MY_SID)
 
 
+def test_windows_ipv4_table_alone_when_it_holds_the_server_end() -> None:
+    server_row = _tcp_row(ESTABLISHED, (LO, 8080), (LO, 50000), CORE_PID)
+    asked: list[int] = []
+
+    def fetch(width: int) -> bytes:
+        asked.append(width)
+        return _table(CLIENT_ROW, server_row) if width == 4 else _table()
+
+    tables = windows.tables_to_judge(ENDS, fetch)
+    assert asked == [4], "each GetExtendedTcpTable call walks every socket of the machine"
+    assert windows.judge_windows(tables, ENDS, CORE_PID, True, _sids, MY_SID).startswith(
+        f"{peer.USER_AND_PID}: GetExtendedTcpTable: the connection"
+    )
+
+
+def test_windows_ipv6_table_asked_when_the_ipv4_one_lacks_the_server_end() -> None:
+    mapped = b"\0" * 10 + b"\xff\xff" + LO
+    row = _tcp6_row(ESTABLISHED, (mapped, 8080), (mapped, 50000), CORE_PID)
+    asked: list[int] = []
+
+    def fetch(width: int) -> bytes:
+        asked.append(width)
+        return _table(CLIENT_ROW, LISTENER_ROW) if width == 4 else _table(row)
+
+    tables = windows.tables_to_judge(ENDS, fetch)
+    assert asked == [4, 16]
+    # The dual-stack connection wins over the IPv4 listener: the connection is the witness.
+    how = windows.judge_windows(tables, ENDS, CORE_PID, True, _sids, MY_SID)
+    assert how.startswith(f"{peer.USER_AND_PID}: GetExtendedTcpTable: the connection")
+
+
+def test_windows_ipv6_connection_asks_only_the_ipv6_table() -> None:
+    ends6 = rule.ConnectionEnds(b"\0" * 15 + b"\1", 8080, b"\0" * 15 + b"\1", 50000)
+    asked: list[int] = []
+
+    def fetch(width: int) -> bytes:
+        asked.append(width)
+        return _table()
+
+    assert windows.tables_to_judge(ends6, fetch) == [(16, _table())]
+    assert asked == [16]
+
+
 # Rows of GetExtendedTcpTable(AF_INET, TCP_TABLE_OWNER_PID_ALL) recorded under Wine 8 by
 # Windows CPython 3.13 (pid 32), holding a listener on 127.0.0.1:44941 and the connection
 # to it from port 53144: Wine names the owner of the process's own connecting socket and
