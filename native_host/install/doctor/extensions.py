@@ -81,8 +81,23 @@ class ProfileScan:
     profile: prefs.ProfileEntry
     copies: list[PedelecCopy] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    undecided: list[str] = field(default_factory=list)
+    """Extensions asking for nativeMessaging whose files could not be read, and why."""
     read: bool = False
-    """Whether any of its preferences files could be read."""
+    """Whether its preferences files were read whole (none refused or broken)."""
+
+    def all_problems(self) -> list[str]:
+        """What could not be read, one sentence per file, one for all undecided ones."""
+        undecided = self.undecided
+        if len(undecided) > 1:
+            undecided = [
+                f"{len(undecided)} extensions asking for {NATIVE_MESSAGING} could not be "
+                f"looked into, so doctor cannot tell whether they are Pedelec; the first: "
+                f"{undecided[0]}"
+            ]
+        elif undecided:
+            undecided = [f"doctor cannot tell whether it is Pedelec: {undecided[0]}"]
+        return self.problems + undecided
 
 
 # --- reading -----------------------------------------------------------------------------
@@ -244,10 +259,7 @@ def _identify(
     if not why:
         return None
     named = f"{facts.name} " if facts and facts.name else ""
-    return (
-        f"{named}{record.extension_id} asks for {NATIVE_MESSAGING}, but doctor could not "
-        f"read its files, so cannot tell whether it is Pedelec: {why}"
-    )
+    return f"{named}{record.extension_id} asks for {NATIVE_MESSAGING}, but {why}"
 
 
 def scan_profile(user_data_dir: Path, profile: prefs.ProfileEntry, os_name: Os) -> ProfileScan:
@@ -268,14 +280,14 @@ def scan_profile(user_data_dir: Path, profile: prefs.ProfileEntry, os_name: Os) 
             scan.problems.append(f"{path}: {exc}")
     if all(_missing(outcome) for _, outcome in outcomes):
         scan.problems.append(f"{profile_dir} has no {prefs.PREFERENCES} (deleted, or never opened)")
-    scan.read = bool(by_file)
+    scan.read = not scan.problems
     candidates = [r for r in prefs.merge_records(by_file).values() if might_be_pedelec(r)]
     for record in candidates[:MAX_CANDIDATES]:
         found = _identify(profile, profile_dir, record)
         if isinstance(found, PedelecCopy):
             scan.copies.append(found)
         elif found:
-            scan.problems.append(found)
+            scan.undecided.append(found)
     if len(candidates) > MAX_CANDIDATES:
         scan.problems.append(
             f"{len(candidates) - MAX_CANDIDATES} more extensions asking for {NATIVE_MESSAGING} "
@@ -364,7 +376,7 @@ def extension_findings(subject: Subject, ctx: ManifestContext | None) -> list[Fi
     scans = [scan_profile(subject.user_data_dir, p, subject.os) for p in read]
     for scan in scans:
         findings.extend(_copy_finding(subject, copy, ctx) for copy in scan.copies)
-        for problem in scan.problems:
+        for problem in scan.all_problems():
             findings.append(
                 Finding(
                     Status.WARN,
