@@ -125,9 +125,14 @@ class DevToolsBrowser:
             raise DevToolsError(f"{expression[:80]}: {result['exceptionDetails']}")
         return result["result"].get("value")
 
+    def open(self, url: str) -> str:
+        """Open `url` in a new tab; its target id."""
+        target: str = self.call("Target.createTarget", {"url": url})["targetId"]
+        return target
+
     def extensions_page(self) -> str:
         """Open chrome://extensions and wait until its `chrome.management` is there."""
-        target = self.call("Target.createTarget", {"url": EXTENSIONS_PAGE})["targetId"]
+        target = self.open(EXTENSIONS_PAGE)
         attached = self.call("Target.attachToTarget", {"targetId": target, "flatten": True})
         session: str = attached["sessionId"]
         ready = harness.wait_until(lambda: self.evaluate(session, _READY) is True)

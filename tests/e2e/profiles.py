@@ -105,26 +105,33 @@ def pack(chromium: str, directory: Path, env: Mapping[str, str]) -> Path:
     return crx
 
 
+def first_profile(
+    chromium: str, env: Mapping[str, str], user_data_dir: Path, unpacked: Path, log: Path
+) -> DevToolsBrowser:
+    """The browser on `Default` with the test extension and the unpacked copy."""
+    extensions = [harness.EXTENSION_DIR, unpacked]
+    return DevToolsBrowser(chromium, user_data_dir, env, log, FIRST, extensions)
+
+
 def make_profiles(
     chromium: str,
     root: Path,
     env: Mapping[str, str],
     user_data_dir: Path,
-    while_running: Callable[[], None] = lambda: None,
+    in_first: Callable[[DevToolsBrowser, str], None] = lambda browser, unpacked_id: None,
+    in_second: Callable[[], None] = lambda: None,
 ) -> MadeProfiles:
-    """Both runs (see the module's docstring); `while_running` is called during the
-    second one, with the browser up."""
+    """Both runs (see the module's docstring). `in_first` is called during the first,
+    with the browser and the unpacked copy's id; `in_second` during the second."""
     unpacked = copy_extension(root / "unpacked-copy", UNPACKED_NAME)
-    first = DevToolsBrowser(
-        chromium, user_data_dir, env, root / "chromium-profiles-1.log", FIRST,
-        [harness.EXTENSION_DIR, unpacked],
-    )  # fmt: skip
+    first = first_profile(chromium, env, user_data_dir, unpacked, root / f"chromium-{FIRST}.log")
     try:
         page = first.extensions_page()
         ids = {e["id"] for e in first.installed(page) if e["name"] == UNPACKED_NAME}
+        (unpacked_id,) = ids
+        in_first(first, unpacked_id)
     finally:
         first.close()
-    (unpacked_id,) = ids
 
     crx = pack(chromium, copy_extension(root / "packed-copy", PACKED_NAME), env)
     packed_id = crx_id(crx.read_bytes())
@@ -134,7 +141,7 @@ def make_profiles(
     (external / f"{packed_id}.json").write_text(json.dumps(entry))
 
     second = DevToolsBrowser(
-        chromium, user_data_dir, env, root / "chromium-profiles-2.log", SECOND,
+        chromium, user_data_dir, env, root / f"chromium-{SECOND}.log", SECOND,
         [harness.EXTENSION_DIR],
     )  # fmt: skip
     try:
@@ -145,7 +152,7 @@ def make_profiles(
         )
         if not installed:
             raise DevToolsError(f"the browser never installed {crx} from {external}")
-        while_running()
+        in_second()
     finally:
         second.close()
     return MadeProfiles(user_data_dir, unpacked_id, packed_id, unpacked)
