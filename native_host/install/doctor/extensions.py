@@ -44,7 +44,7 @@ MAX_LISTED = 8
 NATIVE_MESSAGING = "nativeMessaging"
 STORE_PAGE = f"https://chromewebstore.google.com/detail/{OFFICIAL_EXTENSION_ID}"
 NO_EXTENSION = "pages find no Pedelec extension, so nothing reaches the host"
-UNREAD_HINT = "doctor cannot tell whether this profile has Pedelec: look at {page} there"
+UNREAD_HINT = "open {page} in that profile to see whether Pedelec is there (doctor cannot tell)"
 
 EXTENSIONS_PAGES = {"edge": "edge://extensions", "brave": "brave://extensions",
                     "vivaldi": "vivaldi://extensions", "opera": "opera://extensions"}  # fmt: skip
