@@ -56,7 +56,7 @@ def test_a_real_profile_records_both_unpacked_extensions_enabled() -> None:
     assert set(found) == {harness.EXTENSION_ID, RECORDED["unpacked_copy_id"]}
     copy = found[RECORDED["unpacked_copy_id"]]
     assert (copy.location, copy.path) == (prefs.COMMAND_LINE, RECORDED["unpacked_copy"])
-    assert copy.enabled and copy.unpacked
+    assert copy.enabled
     assert copy.manifest is None  # not copied for unpacked extensions: it may change on disk
     assert copy.recorded_permissions() == {"nativeMessaging"}
     assert (
@@ -75,7 +75,7 @@ def test_a_real_profile_records_the_extension_the_user_turned_off() -> None:
 
 def test_a_real_packed_copy_has_its_manifest_and_a_path_inside_the_profile() -> None:
     packed = records(REAL, "Profile 1", Os.LINUX)[RECORDED["packed_copy_id"]]
-    assert packed.location == 2 and not packed.unpacked and packed.enabled
+    assert packed.location == 2 and packed.enabled
     assert packed.manifest is not None
     facts = prefs.manifest_facts(packed.manifest)
     assert (facts.name, facts.version, facts.scripts) == (

@@ -64,7 +64,6 @@ class PedelecCopy:
     profile: prefs.ProfileEntry
     record: prefs.ExtensionRecord
     facts: prefs.ManifestFacts | None
-    directory: Path
 
     def describe(self) -> str:
         """`Pedelec 0.4.6 <id> (Chrome Web Store)`, or `(unpacked from <dir>)`."""
@@ -245,7 +244,7 @@ def _identify(
         read = _disk_manifest(directory)
         facts, why = (read, "") if isinstance(read, prefs.ManifestFacts) else (None, read)
     if record.extension_id == OFFICIAL_EXTENSION_ID:
-        return PedelecCopy(profile, record, facts, directory or profile_dir)
+        return PedelecCopy(profile, record, facts)
     permissions = (record.recorded_permissions() or frozenset()) | (
         facts.permissions if facts else frozenset()
     )
@@ -254,7 +253,7 @@ def _identify(
     if directory is not None and not why:
         found = _names_this_host(directory, facts)
         if found is True:
-            return PedelecCopy(profile, record, facts, directory)
+            return PedelecCopy(profile, record, facts)
         why = found or ""
     if not why:
         return None
@@ -367,7 +366,8 @@ def extension_findings(subject: Subject, ctx: ManifestContext | None) -> list[Fi
         else str(len(profiles))
     )
     if why:
-        detail = f"{why}; found {counted} profile directories: {_labels(read)}"
+        directories = "directory" if len(profiles) == 1 else "directories"
+        detail = f"{why}; found {counted} profile {directories}: {_labels(read)}"
         hint = "the browser rewrites Local State when it runs; start it once"
         findings.append(Finding(Status.WARN, subject.name, "profiles", detail, hint))
     else:

@@ -65,8 +65,6 @@ UNPACKED = 4
 COMPONENT = 5
 COMMAND_LINE = 8
 EXTERNAL_COMPONENT = 10
-UNPACKED_LOCATIONS = frozenset({UNPACKED, COMMAND_LINE})
-"""`Manifest::IsUnpackedLocation`: Load unpacked, and --load-extension."""
 BROWSER_PARTS = frozenset({COMPONENT, EXTERNAL_COMPONENT})
 """Pieces of the browser itself (the PDF viewer, ...): never an extension the user has."""
 
@@ -208,10 +206,6 @@ class ExtensionRecord:
     @property
     def enabled(self) -> bool:
         return not self.disable_reasons
-
-    @property
-    def unpacked(self) -> bool:
-        return self.location in UNPACKED_LOCATIONS
 
     def recorded_permissions(self) -> frozenset[str] | None:
         """The API permissions the entry records (its copied manifest's included); None
