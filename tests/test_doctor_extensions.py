@@ -551,3 +551,17 @@ def test_windows_chrome_is_read_from_secure_preferences(
         f'profile Profile 2 ("Work"): Pedelec 0.4.6 {OFFICIAL_EXTENSION_ID} (Chrome Web Store), '
         "disabled: an update asks for new permissions that were not accepted"
     )
+
+
+def test_two_profile_roots_of_one_name_are_each_judged_by_their_own_manifest(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    """`--user-data-dir a/chrome b/chrome`: b has no manifest, so a's must not allow b's copy."""
+    source = profiles.extension_folder(tmp_path / "pedelec-extension")
+    roots = [tmp_path / "a" / "chrome", tmp_path / "b" / "chrome"]
+    for root in roots:
+        profiles.write_user_data(root, {"Default": {DEV_ID: profiles.unpacked_entry(source)}})
+    register(roots[0], env, DEV_ID)
+    lines = checked(doctor(env, "--user-data-dir", *map(str, roots)), "extension")
+    assert [f["status"] for f in lines] == ["ok", "fail"]
+    assert f"--user-data-dir {roots[1]} --extension-id {DEV_ID}" in lines[1]["hint"]

@@ -67,7 +67,8 @@ class Doctor:
     record: InstallRecord | None = None
     _self_tests: dict[str, list[Finding]] = field(default_factory=dict)
     _loaded: dict[str, manifests.ManifestContext] = field(default_factory=dict)
-    """The manifest each subject's browser loads: the extension checks judge ids by it."""
+    """The manifest each subject's browser loads, until its extension check (which judges
+    ids by it) takes it."""
 
     @property
     def os(self) -> Os:
@@ -207,12 +208,12 @@ class Doctor:
             return  # nothing it runs can reach a host
         user_data = as_local(locations.row_user_data_dir(row, self.env, self.home))
         subject = extensions.row_subject(row, user_data, _install_hint(row))
-        self.add(*extensions.extension_findings(subject, self._loaded.get(row.name)))
+        self.add(*extensions.extension_findings(subject, self._loaded.pop(row.name, None)))
 
     def check_profile_extensions(self, directory: Path) -> None:
         name = f"profile {directory.name}"
         subject = extensions.Subject(name, directory, self.os, _profile_hint(directory))
-        self.add(*extensions.extension_findings(subject, self._loaded.get(name)))
+        self.add(*extensions.extension_findings(subject, self._loaded.pop(name, None)))
 
     def _check_manifest(
         self,
