@@ -285,6 +285,7 @@ def official_profile(user_data: Path) -> None:
     )
 
 
+@needs_os("linux", "darwin", reason="FIFOs and POSIX modes")
 @pytest.mark.parametrize("kind", ODD)
 @pytest.mark.parametrize(
     "name", ["Local State", "Default/Preferences", "Default/Secure Preferences"]

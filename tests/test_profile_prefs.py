@@ -15,6 +15,7 @@ from native_host.install.doctor import extensions
 from native_host.install.doctor import profile_prefs as prefs
 from native_host.install.locations import Os
 from tests.e2e import harness, profiles
+from tests.support.markers import needs_os
 
 pytestmark = pytest.mark.unit
 
@@ -211,5 +212,11 @@ def test_a_script_names_the_host_only_as_a_string() -> None:
 def test_a_path_that_leaves_the_profile_is_not_followed() -> None:
     record = prefs.ExtensionRecord("a" * 32, 1, "../../etc", frozenset(), None, None, False)
     assert extensions.extension_directory(Path("/u/Default"), record) is None
+    inside = prefs.ExtensionRecord("a" * 32, 1, "x\\..\\..\\y", frozenset(), None, None, False)
+    assert extensions.extension_directory(Path("/u/Default"), inside) is None
+
+
+@needs_os("linux", "darwin", reason="a drive-letter path is absolute only on Windows")
+def test_a_windows_path_recorded_on_posix_is_not_followed() -> None:
     windows = prefs.ExtensionRecord("a" * 32, 1, "C:\\x\\y", frozenset(), None, None, False)
     assert extensions.extension_directory(Path("/u/Default"), windows) is None
