@@ -23,6 +23,7 @@ from native_host.install import installer, interpreter, locations
 from native_host.install.doctor import selftest
 from native_host.install.locations import RegistryKey, RegistryView
 from tests.support.host import host_command
+from tests.support.profiles import store_entry, write_user_data
 from tests.support.registry import FakePolicyRegistry, FakeRegistry
 from tests.support.runtime import write_runtime
 
@@ -171,6 +172,7 @@ def test_good_install_is_all_ok(tmp_path: Path, env: dict[str, str], core: PingC
     write_launch_config(tmp_path)
     profile = tmp_path / "profile"
     install(env, "--user-data-dir", str(profile), "--host-path", str(host))
+    write_user_data(profile, {"Default": {OFFICIAL_EXTENSION_ID: store_entry()}})
     code, findings, _ = run(env, "--user-data-dir", str(profile))
     assert code == 0
     assert [f for f in findings if f["status"] != "ok"] == []
@@ -178,8 +180,8 @@ def test_good_install_is_all_ok(tmp_path: Path, env: dict[str, str], core: PingC
     for expected in (
         "manifest present", "manifest JSON", "name", "type", "path absolute", "path exists",
         "path executable", "official extension allowed", "host answers ping",
-        "host exits on EOF", "runtime.json", "Core answers ping", "app-launch.json",
-        "origins.json", "config.json", "log location",
+        "host exits on EOF", "profiles", "extension", "runtime.json", "Core answers ping",
+        "app-launch.json", "origins.json", "config.json", "log location",
     ):  # fmt: skip
         assert expected in checks
     (ping,) = core.requests  # the gateway's own ping: nothing else reached the Core

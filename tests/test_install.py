@@ -183,11 +183,21 @@ def test_default_selects_browsers_whose_user_data_dir_exists(
 
 
 def test_no_installed_browser_is_an_error_naming_the_way_out(env: dict[str, str]) -> None:
+    """One short line saying what to pass; every directory looked for under --verbose."""
+    rows = locations.rows_for("linux")
     result = run_cli(env, "install")
     assert result.returncode == 1
-    assert "no installed browser found" in result.stderr
-    assert "--browser" in result.stderr and "--user-data-dir" in result.stderr
-    assert "chromium-flatpak" in result.stderr and "chromium-snap" in result.stderr
+    assert result.stderr.splitlines() == [
+        "error: no installed browser found: pass --browser NAME, --browser all or "
+        f"--user-data-dir DIR (--verbose lists the {len(rows)} directories looked for)"
+    ]
+    verbose = run_cli(env, "install", "--verbose")
+    assert verbose.returncode == 1
+    first, *looked = verbose.stderr.splitlines()
+    assert first.startswith("error: no installed browser found: pass --browser NAME")
+    home = PurePath(env["HOME"])
+    assert looked == [f"  {r.name}: {locations.row_user_data_dir(r, env, home)}" for r in rows]
+    assert "  chromium-flatpak: " in verbose.stderr and "  chromium-snap: " in verbose.stderr
 
 
 def test_explicit_browser_installs_even_without_its_dir(home: Path, env: dict[str, str]) -> None:

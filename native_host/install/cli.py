@@ -81,6 +81,11 @@ def _install_parser() -> argparse.ArgumentParser:
         "directory or a source checkout",
     )
     parser.add_argument("--dry-run", action="store_true", help="print what would be written")
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        help="when no browser is found, list every user data dir looked for",
+    )
     return parser
 
 
@@ -117,6 +122,7 @@ def main(argv: Sequence[str]) -> int:
             flatpak=args.flatpak,
             flatpak_grant=args.flatpak_grant,
             force=args.force,
+            verbose=args.verbose,
         )
         installer.install(options, ctx)
     except installer.UsageError as exc:

@@ -104,6 +104,8 @@ class InstallOptions:
     """Also run `flatpak override ... --talk-name=org.freedesktop.Flatpak` for them."""
     force: bool = False
     """Bake in an interpreter that lives in a cache or temporary location anyway."""
+    verbose: bool = False
+    """Say everything looked for when nothing is found."""
 
 
 def run_command(argv: Sequence[str]) -> tuple[int, str]:
@@ -246,6 +248,19 @@ def _sandbox_refusal(row: BrowserRow, options: InstallOptions) -> str | None:
     return None
 
 
+NO_BROWSER = "no installed browser found: pass --browser NAME, --browser all or --user-data-dir DIR"
+
+
+def _no_browser_found(ctx: Environment, verbose: bool) -> str:
+    """What to pass, in one line; with `verbose`, every directory looked for, one a line
+    (`doctor --browser all` checks each browser too)."""
+    rows = locations.rows_for(ctx.platform)
+    if not verbose:
+        return f"{NO_BROWSER} (--verbose lists the {len(rows)} directories looked for)"
+    looked = [f"{row.name}: {locations.row_user_data_dir(row, ctx.env, ctx.home)}" for row in rows]
+    return f"{NO_BROWSER}; none of these exists:\n  " + "\n  ".join(looked)
+
+
 def select_targets(options: InstallOptions, ctx: Environment) -> tuple[list[Target], list[str]]:
     """Explicit browsers and profile roots, else every browser that is installed; plus one
     line per browser left out and why."""
@@ -264,14 +279,7 @@ def select_targets(options: InstallOptions, ctx: Environment) -> tuple[list[Targ
             if not rows:
                 return chosen, []
         if not rows:
-            looked = ", ".join(
-                f"{row.name} ({locations.row_user_data_dir(row, ctx.env, ctx.home)})"
-                for row in locations.rows_for(ctx.platform)
-            )
-            raise InstallError(
-                f"no installed browser found (looked for {looked}); "
-                "pass --browser NAME, --browser all or --user-data-dir DIR"
-            )
+            raise InstallError(_no_browser_found(ctx, options.verbose))
     skipped: list[str] = []
     for row in rows:
         refusal = _sandbox_refusal(row, options)

@@ -3,8 +3,10 @@ browser would use, with a fix for each problem.
 
 By concern: `report` (findings and printing), `manifests` (which manifest a browser
 loads and whether Chrome accepts it), `sandbox` (Snap and Flatpak), `browser_policy`
-(managed policies), `selftest` (the registered host started as Chrome does), `core_side`
-(the Core, through the host's own readers), `cli` (what to check, and the command line).
+(managed policies), `selftest` (the registered host started as Chrome does),
+`extensions` (the other end of the port: Pedelec in each browser profile, read by the
+pure `profile_prefs`), `core_side` (the Core, through the host's own readers), `cli`
+(what to check, and the command line).
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from typing import TextIO
 
 from native_host.install import locations
 from native_host.install.cli import USAGE_ERROR, add_user_data_dir_option
-from native_host.install.doctor import core_side, manifests, sandbox, selftest
+from native_host.install.doctor import core_side, extensions, manifests, sandbox, selftest
 from native_host.install.doctor.browser_policy import policy_findings, read_policy
 from native_host.install.doctor.report import NOT_FOUND, Finding, Status, exit_status, render
 from native_host.install.locations import BrowserRow, Os, Sandbox, Scope, Target
@@ -46,6 +46,11 @@ def _install_hint(row: BrowserRow) -> str:
     return f"pedelec-native-host install{flag} --browser {row.name}"
 
 
+def _profile_hint(directory: Path) -> str:
+    """The command that registers a `--user-data-dir` profile root."""
+    return f"pedelec-native-host install --user-data-dir {directory}"
+
+
 @dataclass
 class Doctor:
     """Runs every check for one environment; `findings` is the report."""
@@ -61,6 +66,9 @@ class Doctor:
     findings: list[Finding] = field(default_factory=list)
     record: InstallRecord | None = None
     _self_tests: dict[str, list[Finding]] = field(default_factory=dict)
+    _loaded: dict[str, manifests.ManifestContext] = field(default_factory=dict)
+    """The manifest each subject's browser loads, until its extension check (which judges
+    ids by it) takes it."""
 
     @property
     def os(self) -> Os:
@@ -191,8 +199,21 @@ class Doctor:
 
     def check_profile(self, directory: Path) -> None:
         target = locations.custom_target(directory.absolute())
-        hint = f"pedelec-native-host install --user-data-dir {directory}"
+        hint = _profile_hint(directory)
         self._check_manifest(f"profile {directory.name}", [target], hint, None, True)
+
+    def check_row_extensions(self, row: BrowserRow) -> None:
+        """The other end of the port: the extension in each of the browser's profiles."""
+        if row.sandbox is Sandbox.SNAP:
+            return  # nothing it runs can reach a host
+        user_data = as_local(locations.row_user_data_dir(row, self.env, self.home))
+        subject = extensions.row_subject(row, user_data, _install_hint(row))
+        self.add(*extensions.extension_findings(subject, self._loaded.pop(row.name, None)))
+
+    def check_profile_extensions(self, directory: Path) -> None:
+        name = f"profile {directory.name}"
+        subject = extensions.Subject(name, directory, self.os, _profile_hint(directory))
+        self.add(*extensions.extension_findings(subject, self._loaded.pop(name, None)))
 
     def _check_manifest(
         self,
@@ -256,6 +277,7 @@ class Doctor:
         ctx = manifests.ManifestContext(
             registered.path, data, self.os, manifests.config_ids(self.env), install_hint
         )
+        self._loaded[subject] = ctx
         desktop = locations.desktop_host_paths(self.platform, self.env, self.home)
         self.add(
             manifests.host_identity(
@@ -320,8 +342,12 @@ def diagnose(
     for directory in profiles:
         check = functools.partial(doctor.check_profile, directory)
         doctor.isolated(f"profile {directory.name}", "manifest", check)
+        check = functools.partial(doctor.check_profile_extensions, directory)
+        doctor.isolated(f"profile {directory.name}", "extension", check)
     for row in rows:
         doctor.isolated(row.name, "browser", functools.partial(doctor.check_row, row))
+        check = functools.partial(doctor.check_row_extensions, row)
+        doctor.isolated(row.name, "extension", check)
     doctor.check_core()
     return doctor.findings
 
