@@ -1,0 +1,131 @@
+"""The sealed start image of a bundle that carries its own interpreter (the Windows MSI,
+packaging/windows), built and started here on a bundle folder of this interpreter.
+
+A sealed image names its modules relative to the bundle, so the bundle starts from it in
+whatever folder each user's installer puts it; it is not proven against the sources at
+each start (docs/install.md, "The start image"), but it still obeys the rule every file
+the host reads obeys, and no entry may point outside the bundle. The Windows lane
+(tests/windows/test_msi.py) starts the real bundle, whose image also holds the standard
+library's modules from the embeddable CPython's zip.
+"""
+
+from __future__ import annotations
+
+import marshal
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from native_host import startimage
+from tests.support.markers import POSIX, needs_os
+from tests.support.world import HostWorld
+from tests.test_startimage import READ_FIRST, found_by_importlib, start_and_ping
+
+pytestmark = [
+    pytest.mark.process,
+    needs_os(*POSIX, reason="file modes; the Windows lane starts the real bundle"),
+]
+
+REPO = Path(__file__).resolve().parent.parent
+OPTIONS = ["-I", "-S"]
+
+
+def make_bundle(root: Path) -> Path:
+    """A bundle folder: the package in its site-packages, the sealed image beside it."""
+    site = root / "site-packages"
+    shutil.copytree(
+        REPO / "native_host", site / "native_host", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    root.chmod(0o700)
+    image = startimage.build(sys.executable, OPTIONS, [str(site)], sealed_root=str(root))
+    (root / startimage.IMAGE_NAME).write_bytes(image)
+    (root / startimage.IMAGE_NAME).chmod(0o600)
+    return root
+
+
+def traced(bundle: Path) -> list[str]:
+    """What the bundle's executable runs, under `-X importtime`."""
+    site, image = bundle / "site-packages", bundle / startimage.IMAGE_NAME
+    code = (
+        f"import sys; sys.path += [{str(site)!r}]; from native_host.cli import start; "
+        f"sys.exit(start({str(image)!r}))"
+    )
+    return [sys.executable, "-X", "importtime", *OPTIONS, "-c", code]
+
+
+def raw_entries(image: Path) -> tuple[startimage.Entry, ...]:
+    data = image.read_bytes()
+    header = startimage._header(sealed=True)
+    assert data.startswith(header), "a sealed image says so in its first line"
+    entries: tuple[startimage.Entry, ...] = marshal.loads(data[len(header) :])
+    return entries
+
+
+def test_a_sealed_image_names_only_the_bundles_modules_relative_to_it(tmp_path: Path) -> None:
+    bundle = make_bundle(tmp_path / "bundle")
+    entries = raw_entries(bundle / startimage.IMAGE_NAME)
+    names = {entry[0] for entry in entries}
+    assert {"native_host.relay", "native_host.gateway", "native_host.core.peer"} <= names
+    assert names.isdisjoint(READ_FIRST)
+    # This interpreter's standard library lies outside the bundle: imported the usual way.
+    assert "json" not in names
+    paths = {entry[1] for entry in entries}
+    assert all(p.startswith("site-packages/native_host/") for p in paths), sorted(paths)[:3]
+
+
+def test_a_moved_bundle_starts_from_its_image_with_its_new_paths(
+    world: HostWorld, tmp_path: Path
+) -> None:
+    built = make_bundle(tmp_path / "built-here")
+    bundle = tmp_path / "each user's own folder"
+    built.rename(bundle)
+    world.start_core("current")
+    held = {entry[0] for entry in startimage.read(str(bundle / startimage.IMAGE_NAME))}
+    state, stderr = start_and_ping(world, traced(bundle))
+    assert state == startimage.LOADED
+    imported = found_by_importlib(stderr)
+    assert sorted(imported & held) == [], "modules of the image were imported from disk"
+    # Tracebacks and __file__ name the files where the bundle is now.
+    code = (
+        "from native_host import startimage; "
+        f"startimage.load(startimage.read({str(bundle / startimage.IMAGE_NAME)!r})); "
+        "import native_host.relay as relay; "
+        "print(relay.__file__); print(relay.run_relay.__code__.co_filename)"
+    )
+    site = bundle / "site-packages"
+    shown = subprocess.run(
+        [sys.executable, *OPTIONS, "-c", f"import sys; sys.path += [{str(site)!r}]; {code}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    assert shown == [str(site / "native_host" / "relay.py")] * 2
+
+
+@pytest.mark.parametrize("outside", ["../planted.py", "/etc/planted.py", "C:/planted.py", ""])
+def test_an_entry_pointing_outside_the_bundle_damages_the_image(
+    world: HostWorld, tmp_path: Path, outside: str
+) -> None:
+    bundle = make_bundle(tmp_path / "bundle")
+    image = bundle / startimage.IMAGE_NAME
+    ran = tmp_path / "the entry ran"
+    code = compile(f"open({str(ran)!r}, 'w').close()", "planted", "exec")
+    entries = (*raw_entries(image), ("planted", outside, False, 0, 0, code))
+    image.write_bytes(startimage._header(sealed=True) + marshal.dumps(entries))
+    with pytest.raises(startimage.ImageUnusable) as refused:
+        startimage.read(str(image))
+    assert refused.value.state == startimage.DAMAGED
+    assert "planted would be outside the bundle" in refused.value.detail
+    world.start_core("current")
+    assert start_and_ping(world, traced(bundle))[0] == startimage.DAMAGED
+    assert not ran.exists()
+
+
+def test_a_sealed_image_others_could_write_is_refused(world: HostWorld, tmp_path: Path) -> None:
+    bundle = make_bundle(tmp_path / "bundle")
+    (bundle / startimage.IMAGE_NAME).chmod(0o666)
+    world.start_core("current")
+    assert start_and_ping(world, traced(bundle))[0] == startimage.REFUSED
