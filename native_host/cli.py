@@ -128,6 +128,16 @@ def start(image: str) -> int:
     return main(image=startimage.use(image))
 
 
+def start_bundle() -> int:
+    """What a bundle's own executable runs (packaging/windows/launcher.c): `start` with the
+    sealed image beside it. The bundle is marked frozen, as freezers mark theirs, so
+    `install` registers the executable itself and `doctor` starts it as Chrome would."""
+    setattr(sys, "frozen", True)  # noqa: B010 - `sys` has no such attribute to assign
+    from native_host.startimage import IMAGE_NAME
+
+    return start(os.path.join(os.path.dirname(sys.executable), IMAGE_NAME))
+
+
 def main(argv: Sequence[str] | None = None, image: str = "none") -> int:
     """Relay when the browser runs the host; dispatch a command; refuse anything else.
 

