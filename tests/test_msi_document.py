@@ -1,0 +1,139 @@
+"""The per-user MSI's WiX source (packaging/windows/msi_document.py), read back as XML:
+what Windows Installer will do with it, on any system. The Windows lane builds it with
+wixl and installs, upgrades and removes it for real (tests/windows/test_msi*.py)."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ElementTree
+
+import pytest
+
+from tests.support.packaging_scripts import windows_module
+
+pytestmark = pytest.mark.unit
+
+msi_document = windows_module("msi_document")
+build = windows_module("build")
+WIX = "{http://schemas.microsoft.com/wix/2006/wi}"
+FILES = [
+    "pedelec-native-host.exe",
+    "cc.isaaclin.pedelec.json",
+    "site-packages/native_host/relay.py",
+    "site-packages/native_host/core/peer/windows.py",
+    "site-packages/pydantic/_internal/" + "x" * 90 + ".py",
+]
+
+
+def parsed(compiler: str = "wixl", files: list[str] | None = None) -> ElementTree.Element:
+    product = msi_document.Product("1.2.3", "cc.isaaclin.pedelec.json")
+    text = msi_document.document(
+        product, files or FILES, "pedelec-native-host", build.host_keys(),
+        build.desktop_registration(), compiler,
+    )  # fmt: skip
+    return ElementTree.fromstring(text)
+
+
+def elements(root: ElementTree.Element, name: str) -> list[ElementTree.Element]:
+    return list(root.iter(WIX + name))
+
+
+def test_every_folder_is_one_component_keyed_on_an_hkcu_value_that_removes_it() -> None:
+    root = parsed()
+    folders = {d.get("Name") for d in elements(root, "Directory")}
+    assert {"pedelec-native-host", "site-packages", "native_host", "core", "peer"} <= folders
+    for component in elements(root, "Component"):
+        keys = [v for v in component.iter(WIX + "RegistryValue") if v.get("KeyPath") == "yes"]
+        assert len(keys) == 1 and keys[0].get("Root") == "HKCU", component.get("Id")
+        assert not [f for f in component.iter(WIX + "File") if f.get("KeyPath") == "yes"]
+    removing = [c for c in elements(root, "Component") if c.find(WIX + "RemoveFolder") is not None]
+    # One per folder of the bundle, and one for the per-user Programs folder.
+    assert len(removing) == len(msi_document.folders(FILES)) + 1
+    files = [f.get("Source") for f in elements(root, "File")]
+    assert sorted(files) == sorted(f"pedelec-native-host/{name}" for name in FILES)
+
+
+def test_identifiers_are_unique_in_each_table_and_fit_its_column() -> None:
+    root = parsed()
+    for table in ("Directory", "Component", "File", "RemoveFolder", "CustomAction"):
+        ids = [e.get("Id", "") for e in elements(root, table)]
+        assert len(ids) == len(set(ids)), table
+        assert all(0 < len(i) <= 72 for i in ids), max(ids, key=len)
+
+
+def test_component_guids_stay_the_same_from_one_version_to_the_next() -> None:
+    """A component is the same component in every version: the same GUID."""
+    first = {c.get("Id"): c.get("Guid") for c in elements(parsed(), "Component")}
+    product = msi_document.Product("1.2.4", "cc.isaaclin.pedelec.json")
+    later = ElementTree.fromstring(msi_document.document(
+        product, FILES, "elsewhere", build.host_keys(), build.desktop_registration()))  # fmt: skip
+    assert first == {c.get("Id"): c.get("Guid") for c in elements(later, "Component")}
+    assert len(set(first.values())) == len(first)
+
+
+def test_the_keys_of_the_locations_table_name_the_manifest_beside_the_executable() -> None:
+    values = [
+        v for v in elements(parsed(), "RegistryValue")
+        if v.get("Key", "").endswith("\\NativeMessagingHosts\\cc.isaaclin.pedelec")
+    ]  # fmt: skip
+    keys = {v.get("Key") for v in values}
+    assert keys == {
+        "Software\\Google\\Chrome\\NativeMessagingHosts\\cc.isaaclin.pedelec",
+        "Software\\Chromium\\NativeMessagingHosts\\cc.isaaclin.pedelec",
+        "Software\\Microsoft\\Edge\\NativeMessagingHosts\\cc.isaaclin.pedelec",
+    }
+    assert {v.get("Value") for v in values} == {"[INSTALLDIR]cc.isaaclin.pedelec.json"}
+    assert all(v.get("Root") == "HKCU" and v.get("Name") is None for v in values)
+
+
+def test_the_install_folder_is_remembered_and_found_again() -> None:
+    root = parsed()
+    (search,) = elements(root, "RegistrySearch")
+    remembered = [v for v in elements(root, "RegistryValue")
+                  if v.get("Name") == msi_document.REMEMBERED_FOLDER]  # fmt: skip
+    assert len(remembered) == 1 and remembered[0].get("Value") == "[INSTALLDIR]"
+    assert (search.get("Key"), search.get("Name")) == (
+        remembered[0].get("Key"), remembered[0].get("Name"))  # fmt: skip
+
+
+@pytest.mark.parametrize(("compiler", "schedules_it"), [("wixl", True), ("wix3", False)])
+def test_the_older_package_is_removed_before_the_newer_is_installed(
+    compiler: str, schedules_it: bool
+) -> None:
+    root = parsed(compiler)
+    assert root.find(f"{WIX}Product/{WIX}MajorUpgrade") is not None
+    scheduled = elements(root, "RemoveExistingProducts")
+    assert [int(e.get("Sequence", "0")) for e in scheduled] == (
+        [msi_document.REMOVE_OLDER_AT] if schedules_it else []
+    )
+    # After InstallValidate (1400), before InstallInitialize (1500).
+    assert 1400 < msi_document.REMOVE_OLDER_AT < 1500
+
+
+def test_the_desktops_key_is_given_back_at_uninstall_only_and_inside_the_script() -> None:
+    root = parsed()
+    actions = {a.get("Id"): a for a in elements(root, "CustomAction")}
+    restore = actions["RestoreDesktopRegistration"]
+    assert restore.get("Execute") == "deferred" and restore.get("Return") == "ignore"
+    command = restore.get("ExeCommand", "")
+    assert command == msi_document.desktop_restore_command(build.desktop_registration())
+    manifest = "[%USERPROFILE]\\.pedelec\\cc.isaaclin.pedelec.json"
+    assert f'if exist "{manifest}" reg.exe add ' in command
+    assert '"HKCU\\Software\\Google\\Chrome\\NativeMessagingHosts\\cc.isaaclin.pedelec"' in command
+    scheduled = {c.get("Action"): c for c in elements(root, "Custom")}
+    for name in ("SetRegistrationShell", "RestoreDesktopRegistration"):
+        assert scheduled[name].text == 'REMOVE="ALL" AND NOT UPGRADINGPRODUCTCODE'
+    sequence = [int(scheduled[n].get("Sequence", "0"))
+                for n in ("SetRegistrationShell", "RestoreDesktopRegistration")]  # fmt: skip
+    # After RemoveRegistryValues (2600), before RemoveFiles (3500): inside the script.
+    assert 2600 < sequence[0] < sequence[1] < 3500
+
+
+@pytest.mark.parametrize("version", ["0.2.0rc1", "1.0", "256.0.0", "1.2.65536", "1.2.3.4", ""])
+def test_a_version_windows_installer_cannot_compare_is_refused(version: str) -> None:
+    with pytest.raises(msi_document.PackageError):
+        msi_document.msi_version(version)
+
+
+def test_a_bundle_without_its_manifest_is_refused() -> None:
+    with pytest.raises(msi_document.PackageError, match=r"no cc\.isaaclin\.pedelec\.json"):
+        parsed(files=["pedelec-native-host.exe"])
