@@ -36,6 +36,7 @@ from native_host.install.record import (
 from native_host.install.registry import Registry, WindowsRegistry
 
 DEFAULT_TIMEOUT_S = 15.0
+FIX_AGAIN = "run `pedelec-native-host install` again"
 PROFILE = "profile"
 """The `browsers` word the install record uses for a `--user-data-dir` profile root."""
 
@@ -65,6 +66,9 @@ class Doctor:
     """Prefix of system paths (`/etc`, `/Library`): tests simulate a machine there."""
     findings: list[Finding] = field(default_factory=list)
     record: InstallRecord | None = None
+    bundle: Path | None = None
+    """The frozen bundle's executable when doctor runs from one (the MSI's): a browser
+    registered with it starts this very host."""
     _self_tests: dict[str, list[Finding]] = field(default_factory=dict)
     _loaded: dict[str, manifests.ManifestContext] = field(default_factory=dict)
     """The manifest each subject's browser loads, until its extension check (which judges
@@ -118,28 +122,32 @@ class Doctor:
         )
 
     def check_image(self) -> None:
-        """Each start image install wrote, through the reader the launcher's start uses:
-        an image it would leave unused costs every start its imports again."""
+        """Each start image install wrote, and the sealed one of the bundle running
+        doctor, through the reader the launcher's start uses: an image it would leave
+        unused costs every start its imports again."""
         from native_host import startimage
 
-        for entry in self.record.files if self.record else []:
-            if entry.role != START_IMAGE:
-                continue
+        records = self.record.files if self.record else []
+        images = [(e.path, FIX_AGAIN, "every source unchanged")
+                  for e in records if e.role == START_IMAGE]  # fmt: skip
+        if self.bundle is not None and (self.bundle.parent / startimage.IMAGE_NAME).exists():
+            sealed = str(self.bundle.parent / startimage.IMAGE_NAME)
+            images.append((sealed, "repair or reinstall the package", "sealed in the bundle"))
+        for path, fix, proof in images:
             try:
-                modules = len(startimage.read(entry.path))
+                modules = len(startimage.read(path))
             except startimage.ImageUnusable as exc:
                 self.add(
                     Finding(
                         Status.WARN,
                         "install",
                         "start image",
-                        f"{entry.path}: {exc.state}: {exc.detail}",
-                        "run `pedelec-native-host install` again (the host works, "
-                        "but every start imports its modules the slow way)",
+                        f"{path}: {exc.state}: {exc.detail}",
+                        f"{fix} (the host works, but every start imports its modules the slow way)",
                     )
                 )
                 continue
-            detail = f"{entry.path}: {modules} modules, every source unchanged"
+            detail = f"{path}: {modules} modules, {proof}"
             self.add(Finding(Status.OK, "install", "start image", detail))
 
     def recorded_rows(self) -> list[BrowserRow]:
@@ -161,14 +169,21 @@ class Doctor:
         ]
 
     def installed_rows(self) -> list[BrowserRow]:
-        """Browsers whose user data dir exists or that have a manifest registered."""
+        """Browsers whose user data dir exists, and for each registration no installed
+        browser reads the first browser that reads it: on Windows one Chrome key serves
+        nine browsers, and on Linux /etc/chromium serves three."""
         lookup = self._lookup()
-
-        def present(row: BrowserRow) -> bool:
+        present: list[BrowserRow] = []
+        registrations: set[str] = set()
+        for row in locations.rows_for(self.platform):
             user_data = as_local(locations.row_user_data_dir(row, self.env, self.home))
-            return user_data.is_dir() or lookup.find(self._order(row)) is not None
-
-        return [row for row in locations.rows_for(self.platform) if present(row)]
+            found = lookup.find(self._order(row))
+            where = None if found is None else found.where
+            if user_data.is_dir() or (where is not None and where not in registrations):
+                present.append(row)
+            if where is not None:
+                registrations.add(where)
+        return present
 
     # -- per browser -------------------------------------------------------------------
     def _lookup(self) -> manifests.Lookup:
@@ -281,7 +296,7 @@ class Doctor:
         desktop = locations.desktop_host_paths(self.platform, self.env, self.home)
         self.add(
             manifests.host_identity(
-                subject, registered, ctx.host_path, self.record, desktop, install_hint
+                subject, registered, ctx.host_path, self.record, desktop, install_hint, self.bundle
             )
         )
         table, passed = manifests.run_manifest_table(subject, ctx)
@@ -386,6 +401,7 @@ def main(argv: Sequence[str], out: TextIO | None = None) -> int:
             os.environ,
             locations.home_from_env(os.environ, sys.platform),
             timeout=args.timeout,
+            bundle=Path(sys.executable) if getattr(sys, "frozen", False) else None,
         )
         findings = diagnose(doctor, args.browser, args.user_data_dir)
     except (ValueError, locations.UnsupportedPlatformError) as exc:

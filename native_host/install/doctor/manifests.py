@@ -258,6 +258,11 @@ DESKTOP_REREGISTERED = (
 )
 
 
+def same_path(a: PurePath | str, b: PurePath | str) -> bool:
+    """The same file by name, as the file system of this OS compares names."""
+    return os.path.normcase(os.path.abspath(a)) == os.path.normcase(os.path.abspath(b))
+
+
 def host_identity(
     subject: str,
     registered: Registered,
@@ -265,9 +270,13 @@ def host_identity(
     record: InstallRecord | None,
     desktop_hosts: Sequence[PurePath],
     install_hint: str,
+    bundle: PurePath | None = None,
 ) -> Finding:
-    """Which host this browser will start: this one, Pedelec Desktop's, or another."""
+    """Which host this browser will start: this one (what `install` wrote, or the
+    bundle running doctor: the MSI's registration), Pedelec Desktop's, or another."""
     check = "host registered"
+    if host is not None and bundle is not None and same_path(host, bundle):
+        return Finding(Status.OK, subject, check, f"this host ({host}, which runs this doctor)")
     try:
         content = registered.path.read_bytes()[:MAX_MANIFEST_BYTES]
     except OSError:
