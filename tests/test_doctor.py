@@ -821,3 +821,50 @@ def test_windows_doctor_sees_the_desktop_take_the_chrome_key_back(
     assert "Pedelec Desktop registered its own host again" in which["chrome"].detail
     assert "pedelec-native-host install --browser chrome" in which["chrome"].hint
     assert which["edge"].status is doc.Status.OK and which["edge"].detail.startswith("this host")
+
+
+def test_windows_doctor_run_from_a_bundle_calls_the_msis_registration_its_own(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    """The MSI registers its own manifest (no install record): doctor run from that
+    bundle's executable says the browser starts this very host."""
+    bundle = echo_host(tmp_path / "Programs" / "pedelec-native-host")
+    manifest = write_manifest(bundle.parent, path=str(bundle))
+    chrome = RegistryKey("HKCU", r"Software\Google\Chrome\NativeMessagingHosts\cc.isaaclin.pedelec")
+    registry = FakeRegistry({chrome: str(manifest)})
+
+    def identity(running: Path | None) -> doc.Finding:
+        doctor = doc.Doctor(
+            "win32", dict(env, LOCALAPPDATA=str(tmp_path / "local")), PurePath(env["HOME"]),
+            registry_factory=lambda: registry, policy_registry_factory=FakePolicyRegistry,
+            bundle=running,
+        )  # fmt: skip
+        findings = doc.diagnose(doctor, ["chrome"], [])
+        return next(f for f in findings if f.check == "host registered")
+
+    assert identity(None).status is doc.Status.WARN  # any other program: another host
+    ours = identity(bundle)
+    assert ours.status is doc.Status.OK and "which runs this doctor" in ours.detail
+    assert identity(tmp_path / "elsewhere" / bundle.name).status is doc.Status.WARN
+
+
+def test_windows_one_registration_read_by_many_browsers_is_checked_once(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    """Chrome's key serves nine rows, Chromium's three: with no browser installed, doctor
+    checks the first row reading each registration, not every row that would find it."""
+    manifest = write_manifest(tmp_path / "m", path=str(echo_host(tmp_path / "h")))
+    tail = r"NativeMessagingHosts\cc.isaaclin.pedelec"
+    registry = FakeRegistry({
+        RegistryKey("HKCU", rf"Software\Google\Chrome\{tail}"): str(manifest),
+        RegistryKey("HKCU", rf"Software\Chromium\{tail}"): str(manifest),
+    })  # fmt: skip
+    local = tmp_path / "local"
+    doctor = doc.Doctor(
+        "win32", dict(env, LOCALAPPDATA=str(local)), PurePath(env["HOME"]),
+        registry_factory=lambda: registry, policy_registry_factory=FakePolicyRegistry,
+    )  # fmt: skip
+    assert [row.name for row in doctor.installed_rows()] == ["chrome", "chromium"]
+    # An installed browser reading the same key is checked too, by its profile.
+    (local / "BraveSoftware" / "Brave-Browser" / "User Data").mkdir(parents=True)
+    assert [row.name for row in doctor.installed_rows()] == ["chrome", "chromium", "brave"]
