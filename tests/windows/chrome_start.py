@@ -2,7 +2,8 @@
 Windows Python (tests/support/wine.py starts it under Wine).
 
     chrome_start.py (--registry NAME | --manifest PATH | --command LINE)
-                    [--extension-id ID] [--no-stderr] [--env NAME=VALUE ...]
+                    [--extension-id ID | --host-args JSON] [--no-stderr] [--timing]
+                    [--env NAME=VALUE ...]
 
 --registry: the manifest named by HKCU (then HKLM) Software\\Google\\Chrome\\
 NativeMessagingHosts\\NAME, as Chrome looks it up. --manifest: that manifest file.
@@ -10,11 +11,15 @@ Either way the command line is `cmd.exe /d /s /c ""<host path>" chrome-extension
 --parent-window=0"`, passed to CreateProcess verbatim, with pipes for stdin and stdout and
 the host's folder as the current directory. --command: that exact command line instead
 (Chrome's NativeHostsExecutablesLaunchDirectly starts an .exe host without cmd.exe).
---no-stderr: the host gets no valid stderr handle. --env: set in the host's environment
-(Wine passes no Unix HOME to Windows programs; a user's Windows session may have one).
-This process's stdin is copied to the host's stdin and the host's stdout to this
-process's stdout; it exits with the host's status. Standard library only: it runs on the
-bare embeddable interpreter.
+--host-args: these arguments (a JSON list) after the host's path instead of Chrome's two
+(tests of argument handling). --no-stderr: the host gets no valid stderr handle.
+--timing: write `chrome_start: first bytes after <ms> ms` to stderr, the time from just
+before CreateProcess to the host's first bytes on stdout (bench/windows.py).
+--env: set in the host's environment (Wine passes no Unix HOME to Windows programs; a
+user's Windows session may have one). This process's stdin is copied to the host's stdin
+and the host's stdout to this process's stdout; when this stdout is closed, the host's
+stdout pipe is closed too, as Chrome closes a port's; it exits with the host's status.
+Standard library only: it runs on the bare embeddable interpreter.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 import winreg
 
 CHROME_HOSTS_KEY = "Software\\Google\\Chrome\\NativeMessagingHosts\\"
@@ -88,7 +94,8 @@ def launch(command: str, cwd: str | None, stderr: bool) -> tuple[int, int, int]:
     )
 
 
-def copy(source: int, target: int, close_target: bool) -> None:
+def copy(source: int, target: int, close_target: bool, started: float | None = None) -> None:
+    """Copy until EOF; `started` (a perf_counter): report when the first bytes came."""
     while True:
         try:
             data = os.read(source, 65536)
@@ -96,13 +103,24 @@ def copy(source: int, target: int, close_target: bool) -> None:
             data = b""
         if not data:
             break
+        if started is not None:
+            elapsed = (time.perf_counter() - started) * 1000
+            sys.stderr.write(f"chrome_start: first bytes after {elapsed:.2f} ms\n")
+            sys.stderr.flush()
+            started = None
         try:
             while data:
                 data = data[os.write(target, data) :]
         except OSError:
+            os.close(source)  # the reader went away: the writer's next write fails
             break
     if close_target:
         os.close(target)
+
+
+def quoted(args: list[str]) -> str:
+    """Arguments on a command line as the C runtime splits it."""
+    return subprocess.list2cmdline(args)
 
 
 def main() -> int:
@@ -112,7 +130,9 @@ def main() -> int:
     where.add_argument("--manifest")
     where.add_argument("--command")
     parser.add_argument("--extension-id")
+    parser.add_argument("--host-args")
     parser.add_argument("--no-stderr", action="store_true")
+    parser.add_argument("--timing", action="store_true")
     parser.add_argument("--env", action="append", default=[])
     options = parser.parse_args()
     for setting in options.env:
@@ -126,13 +146,16 @@ def main() -> int:
         manifest = options.manifest or manifest_from_registry(options.registry)
         path, extension_id = host_path(manifest)
         extension_id = options.extension_id or extension_id
-        command = (
-            f'cmd.exe /d /s /c ""{path}" chrome-extension://{extension_id}/ --parent-window=0"'
-        )
+        args = f"chrome-extension://{extension_id}/ --parent-window=0"
+        if options.host_args is not None:
+            args = quoted(json.loads(options.host_args))
+        tail = f" {args}" if args else ""
+        command = f'cmd.exe /d /s /c ""{path}"{tail}"'
         cwd = ntpath.dirname(path)
+    started = time.perf_counter()
     process, to_host, from_host = launch(command, cwd, stderr=not options.no_stderr)
     threading.Thread(target=copy, args=(0, to_host, True), daemon=True).start()
-    copy(from_host, 1, False)
+    copy(from_host, 1, False, started if options.timing else None)
     _winapi.WaitForSingleObject(process, _winapi.INFINITE)
     return _winapi.GetExitCodeProcess(process)
 

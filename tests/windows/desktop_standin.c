@@ -1,8 +1,8 @@
 /* A stand-in for Pedelec Desktop's Windows executable, for the lane's background-launch
  * test: installed as <dir>\Pedelec.exe beside <dir>\Pedelec.cmdline (a UTF-8 command
  * line), it records its own command line in <dir>\Pedelec.started (UTF-8), starts that
- * command line (the dev Core, which writes runtime.json) with its own environment, and
- * exits. Built by tests/windows/setup_lane.py with x86_64-w64-mingw32-gcc -municode. */
+ * command line (the dev Core, which writes runtime.json; nothing when it is empty) with
+ * its own environment, and exits. Built by tests/windows/setup_lane.py with x86_64-w64-mingw32-gcc -municode. */
 #include <windows.h>
 #include <stdio.h>
 #include <wchar.h>
@@ -40,6 +40,8 @@ int wmain(void)
     length = fread(utf8, 1, sizeof utf8 - 1, file);
     fclose(file);
     utf8[length] = 0;
+    if (length == 0)
+        return 0; /* nothing to start: the .started file is the whole point */
     if (!MultiByteToWideChar(CP_UTF8, 0, utf8, -1, command, 32768))
         return 4;
     if (!CreateProcessW(NULL, command, NULL, NULL, FALSE, CREATE_NO_WINDOW, NULL, NULL, &si, &pi))

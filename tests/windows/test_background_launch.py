@@ -1,5 +1,6 @@
-"""On the Windows lane: with the Desktop closed, a request makes the host start it in the
-background from `app-launch.json` (spec 7.14): a stand-in for the Desktop's .exe under
+"""On the Windows lane: with the Desktop closed, a request makes the host (the lane's
+python.exe, and the installed MSI's executable started through HKCU and cmd.exe) start it in
+the background from `app-launch.json` (spec 7.14): a stand-in for the Desktop's .exe under
 `C:\\Program Files\\...` (tests/windows/desktop_standin.c) starts the dev Core, and the
 request is answered `ok: true`. The launch chain is walked from the drive's root, and the
 stand-in is started with exactly `--background`.
@@ -17,7 +18,6 @@ from pathlib import Path
 
 import pytest
 
-from native_host.hostproc import OFFICIAL_ORIGIN
 from tests.support.wine import LANE, windows_path
 from tests.support.wine_world import WineWorld
 
@@ -41,7 +41,7 @@ def program_files(lane: None, tmp_path: Path) -> Iterator[Path]:
 
 @pytest.mark.parametrize("spelling", ["drive", "extended"])
 def test_desktop_under_program_files_is_launched_and_the_request_answered(
-    wine_world: WineWorld, program_files: Path, spelling: str
+    wine_world: WineWorld, program_files: Path, spelling: str, windows_host: dict[str, str]
 ) -> None:
     """`extended`: the same path as `\\\\?\\C:\\...`, a form the walk must root too."""
     desktop = program_files / "Pedelec.exe"
@@ -59,9 +59,7 @@ def test_desktop_under_program_files_is_launched_and_the_request_answered(
         {"checkRuntimePid": False, "launchTimeoutMs": 90_000, "logLevel": "debug"}
     )
 
-    host = wine_world.start_as_chrome(
-        command=f'"{windows_path(LANE.python)}" -m native_host {OFFICIAL_ORIGIN}'
-    )
+    host = wine_world.start_as_chrome(**windows_host)
     response = host.request({"type": "ping", "requestId": "launch"}, timeout=120)
     log = "".join(p.read_text() for p in (wine_world.root / "logs").glob("*.log*"))
     assert response["ok"] is True, (response, host.stderr, log)

@@ -1,6 +1,7 @@
 """On the Windows lane: with HOME set elsewhere (Git Bash, MSYS2, Cygwin, a corporate H:),
-the host and `doctor` look for the Desktop's files under %USERPROFILE%\\.pedelec, where the
-Desktop writes them, and `doctor` runs to the end without a traceback."""
+the host (the lane's python.exe, and the installed MSI's executable) and `doctor` look for
+the Desktop's files under %USERPROFILE%\\.pedelec, where the Desktop writes them, and
+`doctor` runs to the end without a traceback."""
 
 from __future__ import annotations
 
@@ -9,8 +10,7 @@ import ntpath
 import pytest
 
 from native_host.errors import STAGE_READ_LAUNCH_CONFIG
-from native_host.hostproc import OFFICIAL_ORIGIN
-from tests.support.wine import LANE, run_python, windows_path
+from tests.support.wine import run_python
 from tests.support.wine_world import WineWorld
 
 pytestmark = [
@@ -24,12 +24,10 @@ ELSEWHERE = "H:\\"
 
 
 def test_host_with_home_elsewhere_reads_the_userprofile_pedelec_home(
-    wine_world: WineWorld, windows_profile: str
+    wine_world: WineWorld, windows_profile: str, windows_host: dict[str, str]
 ) -> None:
     host = wine_world.start_as_chrome(
-        command=f'"{windows_path(LANE.python)}" -m native_host {OFFICIAL_ORIGIN}',
-        env={"PEDELEC_HOME": ""},
-        windows_env={"HOME": ELSEWHERE},
+        **windows_host, env={"PEDELEC_HOME": ""}, windows_env={"HOME": ELSEWHERE}
     )
     response = host.request({"type": "ping", "requestId": "home"}, timeout=60)
     details = response["error"]["details"]

@@ -1,0 +1,249 @@
+"""On the Windows lane: the MSI's whole life in the prefix, as a user lives it. Installed
+(nothing asked), upgraded in place by a build with a higher version (one product, the newer
+files only, the same registration), refused when older, removed leaving nothing but
+Windows Installer's own bookkeeping; Pedelec Desktop's registration taken over at install
+and given back at uninstall (docs/install.md, "The Windows MSI"); installed into a profile
+folder whose name holds an apostrophe and a letter outside ASCII.
+
+Each test installs and removes what it needs; none runs while test_msi.py's install is in
+place (module fixtures end with their module).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from native_host import HOST_NAME, __version__
+from native_host.errors import STAGE_READ_LAUNCH_CONFIG
+from native_host.install import locations
+from tests.support.checkout import REPO, fresh_checkout
+from tests.support.msi import (
+    EXECUTABLE,
+    MANIFEST,
+    built_msi,
+    drive_c_files,
+    hkcu_software,
+    install,
+    install_dir,
+    left_behind,
+    products,
+    read_key,
+    uninstall,
+    write_key,
+)
+from tests.support.wine import LANE, linux_path, wine_environment
+from tests.support.wine_world import WineWorld
+
+pytestmark = [
+    pytest.mark.process,
+    pytest.mark.windows_lane,
+    pytest.mark.xdist_group("windows_lane"),
+]
+
+ODD_USER = "O'Brien Jos\u00e9"
+HOST_STATE = "AppData/Local/pedelec-native-host"
+"""The host's own state folder (launch.lock, logs, the policy): what the host writes as it
+runs is the user's, which no uninstaller removes; the tests that start a host say so."""
+
+
+def newer_version(version: str) -> str:
+    major, minor, build = (int(part) for part in version.split("."))
+    return f"{major}.{minor}.{build + 1}"
+
+
+@pytest.fixture(scope="module")
+def newer_msi(lane: None, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The same tree with a higher version, built by packaging/windows/build.py (in the
+    checkout's own build folder, whose downloads and Wine prefix it reuses)."""
+    root = tmp_path_factory.mktemp("newer")
+    source = fresh_checkout(root / "source")
+    newer = newer_version(__version__)
+    for name, pattern in (
+        ("pyproject.toml", r'^version = "[^"]+"'),
+        ("native_host/__init__.py", r'^__version__ = "[^"]+"'),
+    ):
+        path = source / name
+        text, count = re.subn(pattern, pattern.split(" =")[0].lstrip("^") + f' = "{newer}"',
+                              path.read_text(), count=1, flags=re.M)  # fmt: skip
+        assert count == 1, f"no version line in {name}"
+        path.write_text(text)
+    out = root / "dist"
+    done = subprocess.run(
+        [sys.executable, str(source / "packaging" / "windows" / "build.py"), "--out", str(out),
+         "--work", str(REPO / "build" / "windows-build-newer")],
+        capture_output=True, text=True, timeout=1800, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    (msi,) = out.glob("*.msi")
+    assert newer in msi.name
+    return msi
+
+
+@pytest.fixture
+def clean_prefix(lane: None) -> Iterator[None]:
+    """The prefix holds no Pedelec MSI before the test, and none after it."""
+    assert products() == [], "the lane's prefix already holds a Pedelec MSI"
+    try:
+        yield
+    finally:
+        for product in products():
+            subprocess.run(
+                ["wine", "msiexec", "/x", product["product"], "/qn"],
+                capture_output=True, stdin=subprocess.PIPE, env=wine_environment(),
+                timeout=300, check=False,
+            )  # fmt: skip
+
+
+def installed_files(folder: str) -> set[str]:
+    root = linux_path(folder)
+    return {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()}
+
+
+def bundle_files(msi: Path) -> set[str]:
+    root = msi.parent / "pedelec-native-host"
+    return {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()}
+
+
+def version_of(executable: str) -> str:
+    done = subprocess.run(
+        ["wine", str(linux_path(executable)), "version"],
+        input=b"", capture_output=True, env=wine_environment(), timeout=120, check=False,
+    )  # fmt: skip
+    return done.stdout.decode().strip()
+
+
+def host_keys() -> list[str]:
+    home = locations.home_from_env({"USERPROFILE": "C:\\Users\\user"}, "win32")
+    targets = locations.targets("win32", {}, home, locations.Scope.USER)
+    return sorted({t.registry_key.path for t in targets if t.registry_key is not None})
+
+
+def chrome_key() -> str:
+    (row,) = locations.select_rows("win32", ["chrome"])
+    assert row.registry_vendor is not None
+    return locations.registry_key_path(row.registry_vendor)
+
+
+def registry_changes(
+    before: dict[str, dict[str, object]], after: dict[str, dict[str, object]]
+) -> list[str]:
+    """Keys added, removed or changed under HKCU\\Software, but Windows Installer's own."""
+    changed = {k for k in before.keys() | after.keys() if before.get(k) != after.get(k)}
+    return sorted(k for k in changed if not k.startswith("Software\\Microsoft\\Installer"))
+
+
+def test_install_upgrade_and_uninstall_leave_nothing_behind(
+    clean_prefix: None, newer_msi: Path, windows_profile: str
+) -> None:
+    older = built_msi()
+    folder = install_dir(windows_profile)
+    files, registry = drive_c_files(), hkcu_software()
+
+    done = install(older)
+    assert done.returncode == 0, done.stderr
+    assert [p["version"] for p in products()] == [__version__]
+    assert installed_files(folder) == bundle_files(older)
+    assert version_of(f"{folder}\\{EXECUTABLE}") == f"pedelec-native-host {__version__}"
+
+    done = install(newer_msi)
+    assert done.returncode == 0, done.stderr
+    newer = newer_version(__version__)
+    assert [p["version"] for p in products()] == [newer], "one product, the newer"
+    assert installed_files(folder) == bundle_files(newer_msi), "the newer files, and only they"
+    assert not any(f"-{__version__}.dist-info" in name for name in installed_files(folder))
+    assert version_of(f"{folder}\\{EXECUTABLE}") == f"pedelec-native-host {newer}"
+    for key in host_keys():
+        assert read_key(key) == f"{folder}\\{MANIFEST}", key
+
+    done = uninstall(newer_msi)
+    assert done.returncode == 0, done.stderr
+    assert products() == []
+    assert left_behind(files, drive_c_files()) == []
+    assert registry_changes(registry, hkcu_software()) == []
+
+
+def test_an_older_package_refuses_to_replace_a_newer_one(
+    clean_prefix: None, newer_msi: Path
+) -> None:
+    assert install(newer_msi).returncode == 0
+    refused = install(built_msi())
+    assert refused.returncode != 0, "an older package must not downgrade a newer one"
+    assert [p["version"] for p in products()] == [newer_version(__version__)]
+    assert uninstall(newer_msi).returncode == 0
+
+
+@pytest.fixture
+def desktop_manifest(windows_profile: str) -> Iterator[str]:
+    """Pedelec Desktop's own manifest in %USERPROFILE%\\.pedelec (spec 5.1), and its
+    registration in the Chrome key; both removed afterwards."""
+    found = locations.desktop_manifest_path("win32", locations.home_from_env(
+        {"USERPROFILE": windows_profile}, "win32"))  # fmt: skip
+    assert found is not None
+    manifest = linux_path(str(found))
+    manifest.parent.mkdir(exist_ok=True)
+    manifest.write_text(json.dumps({"name": HOST_NAME, "path": "pedelec-native-host.exe"}))
+    write_key(chrome_key(), str(found))
+    try:
+        yield str(found)
+    finally:
+        write_key(chrome_key(), None)
+        shutil.rmtree(manifest.parent)
+
+
+@pytest.mark.parametrize("desktop_started_meanwhile", [False, True])
+def test_the_desktops_registration_is_taken_over_then_given_back(
+    clean_prefix: None,
+    desktop_manifest: str,
+    windows_profile: str,
+    desktop_started_meanwhile: bool,
+) -> None:
+    msi = built_msi()
+    assert install(msi).returncode == 0
+    ours = f"{install_dir(windows_profile)}\\{MANIFEST}"
+    assert read_key(chrome_key()) == ours, "the MSI takes the key over, as `install` does"
+    if desktop_started_meanwhile:  # a foreground start of the Desktop takes it back
+        write_key(chrome_key(), desktop_manifest)
+    assert uninstall(msi).returncode == 0
+    assert read_key(chrome_key()) == desktop_manifest
+    for key in host_keys():
+        if key != chrome_key():
+            assert read_key(key) is None, key
+
+
+def test_installed_into_a_folder_with_an_apostrophe_and_an_accent_the_host_answers(
+    clean_prefix: None, wine_world: WineWorld, newer_msi: Path, windows_profile: str
+) -> None:
+    """`INSTALLDIR=` a folder as odd as a profile's can be; the upgrade (given no folder)
+    and the removal find it again (msi_document.REMEMBERED_FOLDER)."""
+    folder = f"C:\\users\\{ODD_USER}\\AppData\\Local\\Programs\\pedelec-native-host"
+    try:
+        assert install(built_msi(), INSTALLDIR=folder).returncode == 0
+        for key in host_keys():
+            assert (read_key(key) or "").lower() == f"{folder}\\{MANIFEST}".lower(), key
+        host = wine_world.start_as_chrome(registry_name=HOST_NAME)
+        response = host.request({"type": "ping", "requestId": "odd"}, timeout=60)
+        # No Core and no app-launch.json here: the staged answer proves the host ran.
+        assert response["error"]["details"]["stage"] == STAGE_READ_LAUNCH_CONFIG, response
+        host.close_stdin()
+        assert host.wait(60) == 0
+        log = "".join(p.read_text() for p in (wine_world.root / "logs").glob("*.log*"))
+        assert "image=loaded" in log, log
+        assert install(newer_msi).returncode == 0
+        assert installed_files(folder) == bundle_files(newer_msi)
+        assert not linux_path(install_dir(windows_profile)).exists()
+    finally:
+        wine_world.close()
+        for product in products():
+            package = newer_msi if product["version"] != __version__ else built_msi()
+            assert uninstall(package).returncode == 0
+    assert products() == []
+    assert not linux_path(folder).exists()
+    shutil.rmtree(LANE.drive_c / "users" / ODD_USER, ignore_errors=True)
