@@ -14,8 +14,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import stat
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -23,6 +21,13 @@ from typing import Any
 import pytest
 
 from native_host.errors import ALL_STAGES
+from tests.support.host_os import (
+    host_path,
+    host_separator,
+    remove_desktop_app,
+    stop_process,
+    write_desktop_app,
+)
 from tests.support.runtime import free_port, write_runtime
 from tests.support.world import HostWorld
 
@@ -93,12 +98,16 @@ class Player:
         self.generation = generation
         self.directory = world.root / "workspace"
         self.directory.mkdir()
-        self.names = {"<HOME>": str(world.home), "<DIR>": str(self.directory)}
+        home = host_path(world.home)
+        # The host names its files its own way (Windows: Z:\...\app-launch.json).
+        self.names = {"<HOME>/": home + host_separator(), "<HOME>": home}
+        self.names["<DIR>"] = str(self.directory)
         self.core: Any = None
         self.core_seen = 0
         self.core_matched: set[int] = set()
         self.connections_mark = 0
         self.host: Any = None
+        self.app: Path | None = None
 
     def sub(self, value: Any) -> Any:
         return _substitute(value, self.names)
@@ -131,28 +140,23 @@ class Player:
     def write_launch_app(self, kind: str) -> None:
         """A desktop app for app-launch.json: `marker` only leaves a file behind, `devcore`
         starts a dev Core on the home (the launched Core is killed at teardown)."""
-        app = self.world.root / "fake-desktop"
-        marker = self.world.root / "launched.marker"
-        lines = [f"#!{sys.executable}", "import os, subprocess, sys"]
-        lines.append(f"open({str(marker)!r}, 'a').write(str(os.getpid()) + '\\n')")
+        core = None
         if kind == "devcore":
-            lines.append(
-                "os.execv(sys.executable, [sys.executable, '-m', 'native_host', 'dev-core', "
-                f"'--home', {str(self.world.home)!r}, '--generation', {self.generation!r}, "
-                f"'--record', {str(self.world.root / 'launched-core-record.jsonl')!r}])"
-            )
-        app.write_text("\n".join(lines) + "\n")
-        app.chmod(stat.S_IRWXU | stat.S_IRGRP | stat.S_IXGRP | stat.S_IROTH | stat.S_IXOTH)
-        config = {"version": 1, "executablePath": str(app), "backgroundArgs": ["--background"]}
-        (self.world.home / "app-launch.json").write_text(json.dumps(config))
+            record = self.world.root / "launched-core-record.jsonl"
+            core = ["--home", str(self.world.home), "--generation", self.generation,
+                    "--record", str(record)]  # fmt: skip
+        app, marker = write_desktop_app(self.world.root, self.world.home, core)
+        self.app = app
         self.names["<MARKER>"] = str(marker)
-        self.names["<APP>"] = str(app)
+        self.names["<APP>"] = host_path(app)
 
     def teardown(self) -> None:
         runtime = self.world.home / "runtime.json"
         if self.fixture.get("launchApp") == "devcore" and runtime.exists():
             with contextlib.suppress(OSError, ValueError, KeyError):
-                os.kill(json.loads(runtime.read_text())["pid"], 15)
+                stop_process(json.loads(runtime.read_text())["pid"])
+        if self.app is not None:
+            remove_desktop_app(self.app)
 
     # --- steps ------------------------------------------------------------------------
     def run(self) -> None:

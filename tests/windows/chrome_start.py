@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import _winapi
 import argparse
+import functools
 import json
 import msvcrt
 import ntpath
@@ -35,6 +36,7 @@ import sys
 import threading
 import time
 import winreg
+from collections.abc import Callable
 
 CHROME_HOSTS_KEY = "Software\\Google\\Chrome\\NativeMessagingHosts\\"
 
@@ -94,15 +96,38 @@ def launch(command: str, cwd: str | None, stderr: bool) -> tuple[int, int, int]:
     )
 
 
-def copy(source: int, target: int, close_target: bool, started: float | None = None) -> None:
-    """Copy until EOF; `started` (a perf_counter): report when the first bytes came."""
+class Port:
+    """This side's ends of the host's stdin and stdout: Chrome closes both when the
+    extension's port goes away, and the host then reads EOF."""
+
+    def __init__(self, to_host: int, from_host: int) -> None:
+        self.to_host = to_host
+        self.from_host = from_host
+        self._lock = threading.Lock()
+        self._closed: set[int] = set()
+
+    def close(self, *fds: int) -> None:
+        with self._lock:
+            for fd in fds:
+                if fd not in self._closed:
+                    self._closed.add(fd)
+                    os.close(fd)
+
+
+def copy(
+    source: int, target: int, on_eof: Callable[[], None], on_broken: Callable[[], None],
+    started: float | None = None,
+) -> None:  # fmt: skip
+    """Copy until EOF (then `on_eof`) or until `target` breaks (then `on_broken`);
+    `started` (a perf_counter): report when the first bytes came."""
     while True:
         try:
             data = os.read(source, 65536)
         except OSError:
             data = b""
         if not data:
-            break
+            on_eof()
+            return
         if started is not None:
             elapsed = (time.perf_counter() - started) * 1000
             sys.stderr.write(f"chrome_start: first bytes after {elapsed:.2f} ms\n")
@@ -112,10 +137,8 @@ def copy(source: int, target: int, close_target: bool, started: float | None = N
             while data:
                 data = data[os.write(target, data) :]
         except OSError:
-            os.close(source)  # the reader went away: the writer's next write fails
-            break
-    if close_target:
-        os.close(target)
+            on_broken()
+            return
 
 
 def quoted(args: list[str]) -> str:
@@ -154,8 +177,14 @@ def main() -> int:
         cwd = ntpath.dirname(path)
     started = time.perf_counter()
     process, to_host, from_host = launch(command, cwd, stderr=not options.no_stderr)
-    threading.Thread(target=copy, args=(0, to_host, True), daemon=True).start()
-    copy(from_host, 1, False, started if options.timing else None)
+    port = Port(to_host, from_host)
+    disconnect = functools.partial(port.close, to_host, from_host)
+    to = threading.Thread(
+        target=copy, args=(0, to_host, functools.partial(port.close, to_host), lambda: None),
+        daemon=True,
+    )  # fmt: skip
+    to.start()
+    copy(from_host, 1, lambda: None, disconnect, started if options.timing else None)
     _winapi.WaitForSingleObject(process, _winapi.INFINITE)
     return _winapi.GetExitCodeProcess(process)
 
