@@ -1,0 +1,99 @@
+"""Where the host under test runs: on this machine, or on Windows under Wine (the Windows
+lane's installed MSI: tests/windows/as_installed_msi.py sets `PEDELEC_TEST_HOST_OS=win32`
+with the `PEDELEC_TEST_HOST_CMD` that starts it as Chrome does).
+
+Black-box tests that name files to the host or expect its words about them (the golden
+suite's `<HOME>`, a Desktop app to launch) ask this module how that host spells a path of
+this machine and what program it can launch as the Desktop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+HOST_OS_ENV = "PEDELEC_TEST_HOST_OS"
+WINDOWS = "win32"
+
+
+def host_is_windows() -> bool:
+    return os.environ.get(HOST_OS_ENV) == WINDOWS
+
+
+def host_path(path: Path) -> str:
+    """`path` as the host under test names it (on Windows under Wine: through Z:)."""
+    if host_is_windows():
+        from tests.support.wine import windows_path
+
+        return windows_path(path)
+    return str(path)
+
+
+def host_separator() -> str:
+    return "\\" if host_is_windows() else "/"
+
+
+def write_desktop_app(root: Path, home: Path, core_args: list[str] | None) -> tuple[Path, Path]:
+    """A stand-in for Pedelec Desktop in `root`, registered in `home`'s app-launch.json:
+    it leaves a marker file and, given `core_args` (`dev-core` options), execs a dev Core.
+    On Windows it is tests/windows/desktop_standin.c's .exe, starting the lane's Windows
+    Python. Returns the app and the marker."""
+    if host_is_windows():
+        app, marker = _windows_app(root, core_args)
+    else:
+        app, marker = _posix_app(root, core_args)
+    config = {"version": 1, "executablePath": host_path(app), "backgroundArgs": ["--background"]}
+    (home / "app-launch.json").write_text(json.dumps(config))
+    return app, marker
+
+
+def _posix_app(root: Path, core_args: list[str] | None) -> tuple[Path, Path]:
+    app, marker = root / "fake-desktop", root / "launched.marker"
+    lines = [f"#!{sys.executable}", "import os, subprocess, sys"]
+    lines.append(f"open({str(marker)!r}, 'a').write(str(os.getpid()) + '\\n')")
+    if core_args is not None:
+        command = [sys.executable, "-m", "native_host", "dev-core", *core_args]
+        lines.append(f"os.execv(sys.executable, {command!r})")
+    app.write_text("\n".join(lines) + "\n")
+    app.chmod(stat.S_IRWXU | stat.S_IRGRP | stat.S_IXGRP | stat.S_IROTH | stat.S_IXOTH)
+    return app, marker
+
+
+def _windows_app(root: Path, core_args: list[str] | None) -> tuple[Path, Path]:
+    import shutil
+
+    from tests.support.wine import LANE, windows_path
+
+    folder = root / "fake-desktop"
+    folder.mkdir(exist_ok=True)
+    app = folder / "Pedelec.exe"
+    shutil.copy(LANE.desktop_standin, app)
+    command = ""
+    if core_args is not None:
+        named = [windows_path(Path(a)) if a.startswith("/") else a for a in core_args]
+        command = subprocess.list2cmdline(
+            [windows_path(LANE.python), "-m", "native_host", "dev-core", *named]
+        )
+    (folder / "Pedelec.cmdline").write_text(command, encoding="utf-8")
+    return app, folder / "Pedelec.started"
+
+
+def stop_process(pid: int) -> None:
+    """End a process the host launched (the Desktop's dev Core), by its pid on the host's
+    system."""
+    if host_is_windows():
+        from tests.support.wine import wine_environment
+
+        subprocess.run(
+            ["wine", "taskkill", "/F", "/PID", str(pid)],
+            capture_output=True, stdin=subprocess.PIPE, env=wine_environment(),
+            timeout=60, check=False,
+        )  # fmt: skip
+        return
+    with contextlib.suppress(OSError):
+        os.kill(pid, 15)
