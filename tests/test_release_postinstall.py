@@ -31,13 +31,15 @@ def installed(home: Path) -> tuple[Path, Path]:
     return destination, record
 
 
-def postinstall(tmp_path: Path, destination: str) -> subprocess.CompletedProcess[str]:
+def postinstall(
+    tmp_path: Path, destination: str, target: str = "/"
+) -> subprocess.CompletedProcess[str]:
     script = tmp_path / "postinstall"
     script.write_text(pkg_plan.postinstall_script())
     script.chmod(0o755)
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": "/var/empty"}
     return subprocess.run(
-        ["/bin/sh", str(script), str(tmp_path / "x.pkg"), destination, "/", "/"],
+        ["/bin/sh", str(script), str(tmp_path / "x.pkg"), destination, target, "/"],
         stdin=subprocess.DEVNULL, capture_output=True, text=True, env=env, timeout=60,
         check=False,
     )  # fmt: skip
@@ -47,6 +49,16 @@ def test_it_registers_the_installed_host_for_every_browser_from_that_home(tmp_pa
     home = tmp_path / "Users" / "ann"
     destination, record = installed(home)
     done = postinstall(tmp_path, str(destination))
+    assert done.returncode == 0, done.stderr
+    assert record.read_text() == f"{home}|install|--browser|all|"
+
+
+def test_a_destination_given_without_the_home_is_taken_under_the_target(tmp_path: Path) -> None:
+    """Should Installer pass the install location as packaged and the home as the
+    target, the home still comes from the install itself (a trailing slash or not)."""
+    home = tmp_path / "Users" / "ann"
+    _, record = installed(home)
+    done = postinstall(tmp_path, pkg_plan.INSTALL_LOCATION + "/", f"{home}/")
     assert done.returncode == 0, done.stderr
     assert record.read_text() == f"{home}|install|--browser|all|"
 
@@ -62,7 +74,8 @@ def test_a_home_with_a_space_and_quotes_in_its_name(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "where",
     [
-        pkg_plan.INSTALL_LOCATION,  # the system domain: no home before it
+        pkg_plan.INSTALL_LOCATION,  # the system domain: no home before it, target "/"
+        pkg_plan.INSTALL_LOCATION + "/",
         "/Applications/pedelec-native-host",
         "",
     ],

@@ -86,10 +86,14 @@ POSTINSTALL = """#!/bin/sh
 # pedelec-native-host's postinstall (packaging/macos/pkg_plan.py): registers the bundle
 # just installed with every macOS browser of the locations table, by its own `install`.
 # Installer passes: $1 the package, $2 where the payload went (in a home install,
-# <home>/{prefix}/{folder}), $3 the target volume.
+# <home>/{prefix}/{folder}), $3 the target (there, the home). Should $2 come
+# without the home, it is taken under $3.
 set -u
-destination=${{2:-}}
+destination=${{2%/}}
 suffix="/{prefix}/{folder}"
+if [ "$destination" = "$suffix" ]; then
+    destination=${{3%/}}$destination
+fi
 case "$destination" in
     ?*"$suffix") home=${{destination%"$suffix"}} ;;
     *)
