@@ -16,9 +16,14 @@ HOST_CMD_ENV = "PEDELEC_TEST_HOST_CMD"
 
 
 def host_command() -> list[str]:
-    """The command that starts the host under test (without the origin argument)."""
+    """The command that starts the host under test (without the origin argument). A
+    `PEDELEC_TEST_HOST_CMD` that names a file is that file alone: an installed artifact's
+    path may hold spaces (macOS's `Application Support`) or backslashes (Windows), which
+    shell-style splitting would cut or eat."""
     override = os.environ.get(HOST_CMD_ENV)
-    return shlex.split(override) if override else default_host_command()
+    if not override:
+        return default_host_command()
+    return [override] if os.path.isfile(override) else shlex.split(override)
 
 
 class HostUnderTest(HostProcess):

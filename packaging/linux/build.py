@@ -1,0 +1,109 @@
+"""Build the Linux release tarball from this tree:
+
+    python3 packaging/linux/build.py [--out DIR] [--work DIR]
+
+writes DIR/pedelec-native-host/ (the PyInstaller onedir bundle) and exactly one
+DIR/pedelec-native-host-<version>-linux-<machine>.tar.gz (DIR defaults to dist/linux).
+The tarball holds the bundle under one top folder, `pedelec-native-host/`, so a user
+extracts it where it is to live and runs its `install` (docs/install.md, "Release
+artifacts"): `tar -xzf <tarball> -C ~/.local/share` gives
+~/.local/share/pedelec-native-host/pedelec-native-host.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import sys
+import tarfile
+from collections.abc import Sequence
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "release"))
+
+import frozen  # noqa: E402 - packaging/release, shared with the macOS build
+
+TARBALL = "pedelec-native-host-{version}-linux-{machine}.tar.gz"
+TOP = frozen.BUNDLE_NAME
+"""The tarball's one top folder."""
+MACHINES = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64"}
+"""`platform.machine()` values, as the tarball names them (the kernel's words)."""
+SYSTEM: str = sys.platform
+"""Where this runs (a plain str: a type checker on macOS would call the build
+unreachable)."""
+NOT_WRITABLE_BY_OTHERS = 0o7755
+"""The host refuses files that others can write (docs/security.md): no group or other
+write bit goes into the tarball, whatever the build machine's umask was."""
+
+
+def tarball_name(version: str, machine: str) -> str:
+    """The tarball's file name for `version` built on `machine` (`platform.machine()`)."""
+    if machine.lower() not in MACHINES:
+        known = ", ".join(sorted(MACHINES))
+        raise frozen.BuildError(f"no tarball name for machine {machine!r} (known: {known})")
+    return TARBALL.format(version=version, machine=MACHINES[machine.lower()])
+
+
+def _entry(info: tarfile.TarInfo) -> tarfile.TarInfo:
+    """One member as every user's extraction should see it: no build machine's owner,
+    no write bit for others."""
+    info.uid = info.gid = 0
+    info.uname = info.gname = ""
+    info.mode &= NOT_WRITABLE_BY_OTHERS
+    return info
+
+
+def write_tarball(bundle: Path, tarball: Path) -> Path:
+    """`bundle`'s files under the top folder `TOP`, in name order, symbolic links kept
+    as links (a link out of the bundle is refused)."""
+    members = sorted(bundle.rglob("*"), key=lambda p: p.relative_to(bundle).as_posix())
+    for path in members:
+        if path.is_symlink():
+            target = (path.parent / path.readlink()).resolve()
+            if not target.is_relative_to(bundle.resolve()):
+                raise frozen.BuildError(f"{path} links out of the bundle, to {target}")
+    tarball.parent.mkdir(parents=True, exist_ok=True)
+    partial = tarball.with_name(tarball.name + ".partial")
+    with tarfile.open(partial, "w:gz") as archive:
+        archive.add(bundle, TOP, recursive=False, filter=_entry)
+        for path in members:
+            name = f"{TOP}/{path.relative_to(bundle).as_posix()}"
+            archive.add(path, name, recursive=False, filter=_entry)
+    partial.replace(tarball)
+    return tarball
+
+
+def build(out: Path, work: Path) -> Path:
+    """The bundle and the tarball; returns the tarball's path."""
+    if not SYSTEM.startswith("linux"):
+        raise frozen.BuildError(f"the Linux tarball is built on Linux, not {SYSTEM}")
+    print("-- PyInstaller onedir bundle", flush=True)
+    executable = frozen.build_bundle(out, work)
+    name = tarball_name(frozen.project_version(), platform.machine())
+    for old in out.glob("pedelec-native-host-*.tar.gz"):
+        old.unlink()
+    print(f"-- {name}", flush=True)
+    tarball = write_tarball(executable.parent, out / name)
+    print(f"-- wrote {tarball} ({tarball.stat().st_size / 1_048_576:.1f} MiB)", flush=True)
+    return tarball
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--out", type=Path, default=frozen.REPO / "dist" / "linux", metavar="DIR")
+    parser.add_argument(
+        "--work", type=Path, default=frozen.REPO / "build" / "linux-build", metavar="DIR",
+        help="PyInstaller's work folder",
+    )  # fmt: skip
+    args = parser.parse_args(argv)
+    try:
+        build(args.out.resolve(), args.work.resolve())
+    except (frozen.BuildError, OSError) as exc:
+        print(f"build failed: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

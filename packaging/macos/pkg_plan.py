@@ -1,0 +1,140 @@
+"""The per-user macOS package's pure parts, as text and data (packaging/macos/build.py
+hands them to `pkgbuild` and `productbuild`; tests/test_release_artifacts.py checks them
+on any system).
+
+What the package does, and why:
+- **The user's home, never the system.** The distribution enables only the
+  current-user-home domain (`enable_currentUserHome`); Apple's Distribution XML reference
+  says such an install is done as the current user, not as root, and cannot write
+  outside the home, so it needs no administrator password. The component's install
+  location is then taken inside that home (`/Library/...` lands in `~/Library/...`):
+  `INSTALL_LOCATION` is the bundle's folder, `~/Library/Application Support/
+  pedelec-native-host/bundle`, where installers/install.sh --bundle puts a onedir build.
+  The payload is the bundle itself, so the package never touches its parent folder,
+  which holds the host's config.json and install record (native_host/paths.py).
+- **Nothing relocated.** Installer "relocates" a bundle of the payload it finds
+  elsewhere under the same identifier (an interpreter's Python.framework would be
+  moved into /Library/Frameworks' copy); every bundle pkgbuild finds is pinned in place
+  (`pinned_components`).
+- **Registration by `install`.** The manifests need the home's absolute path, which only
+  the install knows, so `postinstall` runs the installed bundle's own
+  `pedelec-native-host install --browser all` (every macOS row of the locations table):
+  as the user, it writes the manifests and the install record owned by the user, with
+  install's own modes (0600 files, 0700 directories), and `uninstall` undoes it. It
+  refuses to register into a home that is not the running user's own (a root install
+  into another user's home would write root's files there).
+"""
+
+from __future__ import annotations
+
+from xml.sax.saxutils import escape, quoteattr
+
+IDENTIFIER = "cc.isaaclin.pedelec.native-host"
+"""The component package's identifier: its receipt's name (`pkgutil --pkgs`)."""
+TITLE = "Pedelec native messaging host"
+PKG_NAME = "pedelec-native-host-{version}.pkg"
+COMPONENT_NAME = "pedelec-native-host-component.pkg"
+"""The `pkgbuild` output `productbuild` wraps (kept out of the release folder)."""
+HOME_PREFIX = "Library/Application Support/pedelec-native-host"
+"""Under the home: the host's folder (its config and state live there too)."""
+BUNDLE_FOLDER = "bundle"
+INSTALL_LOCATION = f"/{HOME_PREFIX}/{BUNDLE_FOLDER}"
+"""pkgbuild's `--install-location`; in a home install it is taken inside the home."""
+EXECUTABLE = "pedelec-native-host"
+ARCHITECTURES = {"arm64": "arm64", "x86_64": "x86_64"}
+"""`platform.machine()` -> Installer's `hostArchitectures` word: the bundle is built for
+the build machine's architecture only, and Installer refuses it on another."""
+
+
+class PlanError(ValueError):
+    """Something the package cannot express."""
+
+
+def pkg_name(version: str) -> str:
+    return PKG_NAME.format(version=version)
+
+
+def host_architecture(machine: str) -> str:
+    if machine not in ARCHITECTURES:
+        raise PlanError(f"no macOS package for machine {machine!r}; known: {sorted(ARCHITECTURES)}")
+    return ARCHITECTURES[machine]
+
+
+def distribution_xml(version: str, machine: str) -> str:
+    """productbuild's `--distribution`: one hidden choice, the component package, and the
+    current user's home as the only place it can go."""
+    arch = quoteattr(host_architecture(machine))
+    component = escape(COMPONENT_NAME)
+    return f"""<?xml version="1.0" encoding="utf-8"?>
+<installer-gui-script minSpecVersion="2">
+    <title>{escape(f"{TITLE} {version}")}</title>
+    <options customize="never" require-scripts="false" hostArchitectures={arch}/>
+    <domains enable_anywhere="false" enable_currentUserHome="true" enable_localSystem="false"/>
+    <choices-outline>
+        <line choice="default"/>
+    </choices-outline>
+    <choice id="default" visible="false">
+        <pkg-ref id={quoteattr(IDENTIFIER)}/>
+    </choice>
+    <pkg-ref id={quoteattr(IDENTIFIER)} version={quoteattr(version)}
+             onConclusion="none">{component}</pkg-ref>
+</installer-gui-script>
+"""
+
+
+POSTINSTALL = """#!/bin/sh
+# pedelec-native-host's postinstall (packaging/macos/pkg_plan.py): registers the bundle
+# just installed with every macOS browser of the locations table, by its own `install`.
+# Installer passes: $1 the package, $2 where the payload went (in a home install,
+# <home>/{prefix}/{folder}), $3 the target (there, the home). Should $2 come
+# without the home, it is taken under $3.
+set -u
+destination=${{2%/}}
+suffix="/{prefix}/{folder}"
+if [ "$destination" = "$suffix" ]; then
+    destination=${{3%/}}$destination
+fi
+case "$destination" in
+    ?*"$suffix") home=${{destination%"$suffix"}} ;;
+    *)
+        echo "pedelec-native-host: not installed into a user's home ($destination);" \\
+            "choose \\"Install for me only\\" (installer -target CurrentUserHomeDirectory)" >&2
+        exit 1 ;;
+esac
+if [ ! -O "$home" ]; then
+    echo "pedelec-native-host: refusing to register as user $(id -un) in $home," \\
+        "which is another user's home: install the package as that user, without sudo" >&2
+    exit 1
+fi
+HOME=$home
+export HOME
+exec "$destination/{executable}" install --browser all
+"""
+
+
+def postinstall_script() -> str:
+    """The component's `postinstall` (POSIX sh: macOS's /bin/sh, and dash where the tests
+    run it)."""
+    return POSTINSTALL.format(prefix=HOME_PREFIX, folder=BUNDLE_FOLDER, executable=EXECUTABLE)
+
+
+COMPONENT_SETTINGS = {
+    "BundleIsRelocatable": False,
+    "BundleIsVersionChecked": False,
+    "BundleHasStrictIdentifier": False,
+    "BundleOverwriteAction": "upgrade",
+}
+"""What every bundle of the payload gets: installed where the payload puts it, whatever
+version is on disk, replacing what an older package put there."""
+
+
+def pinned_components(analyzed: list[dict[str, object]]) -> list[dict[str, object]]:
+    """`pkgbuild --analyze`'s component list with every bundle pinned in place
+    (`COMPONENT_SETTINGS`); each bundle's own keys (its path, its nested bundles, which
+    stay where their parent is) kept."""
+    pinned = []
+    for component in analyzed:
+        if "RootRelativeBundlePath" not in component:
+            raise PlanError(f"a component without RootRelativeBundlePath: {component!r}")
+        pinned.append({**component, **COMPONENT_SETTINGS})
+    return pinned

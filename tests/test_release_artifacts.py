@@ -1,0 +1,251 @@
+"""The release artifacts' pure parts, checked here although only the runners of
+.github/workflows/release.yml build and install them: the macOS package's distribution,
+postinstall and component plist (packaging/macos/pkg_plan.py), the Linux tarball's names
+and layout (packaging/linux/build.py), and what the workflow asserts of an installed
+artifact's `doctor` (packaging/release/doctor_gate.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import tarfile
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from native_host import paths
+from native_host.install.doctor.report import Finding, Status, render
+from native_host.install.locations import Sandbox, rows_for
+from tests.support.release_scripts import release_module
+
+pytestmark = pytest.mark.unit
+
+pkg_plan = release_module("macos", "pkg_plan")
+linux_build = release_module("linux", "build")
+frozen = release_module("release", "frozen")
+gate = release_module("release", "doctor_gate")
+
+HOST = "/home/ann/.local/share/pedelec-native-host/pedelec-native-host"
+
+
+# --- the macOS package -----------------------------------------------------------------
+def distribution(version: str = "1.2.3", machine: str = "arm64") -> ET.Element:
+    return ET.fromstring(pkg_plan.distribution_xml(version, machine))
+
+
+def test_the_package_installs_only_into_the_users_home() -> None:
+    domains = distribution().find("domains")
+    assert domains is not None
+    assert domains.attrib == {
+        "enable_anywhere": "false",
+        "enable_currentUserHome": "true",
+        "enable_localSystem": "false",
+    }
+
+
+def test_the_one_choice_installs_the_component_at_the_packages_version() -> None:
+    root = distribution("1.2.3")
+    (choice,) = root.findall("choice")
+    assert choice.get("visible") == "false"
+    (chosen,) = choice.findall("pkg-ref")
+    (component,) = root.findall("pkg-ref")
+    assert chosen.get("id") == component.get("id") == pkg_plan.IDENTIFIER
+    assert component.get("version") == "1.2.3"
+    assert component.text == pkg_plan.COMPONENT_NAME
+    outline = root.find("choices-outline")
+    assert outline is not None and [line.get("choice") for line in outline] == ["default"]
+
+
+def test_the_package_names_the_architecture_it_was_built_for() -> None:
+    for machine in ("arm64", "x86_64"):
+        options = distribution(machine=machine).find("options")
+        assert options is not None and options.get("hostArchitectures") == machine
+    with pytest.raises(pkg_plan.PlanError, match="i386"):
+        pkg_plan.distribution_xml("1.2.3", "i386")
+
+
+def test_a_version_is_text_in_the_distribution_not_markup() -> None:
+    title = distribution("1.0.0<b>").find("title")
+    assert title is not None and title.text == f"{pkg_plan.TITLE} 1.0.0<b>"
+
+
+def test_the_bundle_lands_in_the_hosts_own_folder_but_not_on_it() -> None:
+    """The install location, taken inside the home, is a folder of the directory where
+    the host keeps its config and install record on macOS; the payload must not be that
+    directory itself (Installer would set its mode to the payload's)."""
+    home = "/Users/ann"
+    state = paths.platform_dir("state", {"HOME": home}, "darwin")
+    installed = home + pkg_plan.INSTALL_LOCATION
+    config = paths.platform_dir("config", {"HOME": home}, "darwin")
+    assert os.path.dirname(installed) == state == config
+    assert installed != state
+
+
+def test_the_output_names() -> None:
+    assert pkg_plan.pkg_name("0.1.0") == "pedelec-native-host-0.1.0.pkg"
+    assert pkg_plan.pkg_name("0.1.0") != pkg_plan.COMPONENT_NAME
+
+
+def test_postinstall_expects_the_payload_where_pkgbuild_puts_it() -> None:
+    script = pkg_plan.postinstall_script()
+    assert script.startswith("#!/bin/sh\n")
+    assert f'suffix="{pkg_plan.INSTALL_LOCATION}"' in script
+    assert script.rstrip().endswith(
+        f'exec "$destination/{pkg_plan.EXECUTABLE}" install --browser all'
+    )
+    assert "sudo" not in script.replace("without sudo", "")
+
+
+def test_every_bundle_pkgbuild_finds_is_pinned_in_place() -> None:
+    analyzed: list[dict[str, object]] = [
+        {
+            "RootRelativeBundlePath": "_internal/Python.framework",
+            "BundleIsRelocatable": True,
+            "BundleIsVersionChecked": True,
+            "BundleHasStrictIdentifier": True,
+            "BundleOverwriteAction": "update",
+            "ChildBundles": [{"RootRelativeBundlePath": "x.app", "BundleOverwriteAction": ""}],
+        },
+        {"RootRelativeBundlePath": "_internal/Other.bundle"},
+    ]
+    pinned = pkg_plan.pinned_components(analyzed)
+    assert [c["RootRelativeBundlePath"] for c in pinned] == [
+        "_internal/Python.framework",
+        "_internal/Other.bundle",
+    ]
+    for component in pinned:
+        assert component["BundleIsRelocatable"] is False
+        assert component["BundleIsVersionChecked"] is False
+        assert component["BundleOverwriteAction"] == "upgrade"
+    assert pinned[0]["ChildBundles"] == analyzed[0]["ChildBundles"]
+    assert analyzed[0]["BundleIsRelocatable"] is True  # the analysis itself is left alone
+    with pytest.raises(pkg_plan.PlanError):
+        pkg_plan.pinned_components([{"BundleIsRelocatable": True}])
+
+
+# --- the Linux tarball -----------------------------------------------------------------
+def test_the_tarball_is_named_by_version_and_machine() -> None:
+    name = linux_build.tarball_name("0.1.0", "x86_64")
+    assert name == "pedelec-native-host-0.1.0-linux-x86_64.tar.gz"
+    assert linux_build.tarball_name("0.1.0", "AMD64") == name
+    assert linux_build.tarball_name("0.1.0", "aarch64").endswith("-linux-aarch64.tar.gz")
+    with pytest.raises(frozen.BuildError, match="sparc"):
+        linux_build.tarball_name("0.1.0", "sparc")
+
+
+def fake_bundle(root: Path) -> Path:
+    """A onedir bundle's shape: the executable, `_internal` with a library, a .pyc module,
+    a link inside the bundle, and a file the build left group-writable."""
+    bundle = root / "pedelec-native-host"
+    (bundle / "_internal" / "native_host").mkdir(parents=True)
+    (bundle / "pedelec-native-host").write_bytes(b"\x7fELF executable")
+    (bundle / "pedelec-native-host").chmod(0o755)
+    (bundle / "_internal" / "libpython3.13.so.1.0").write_bytes(b"library")
+    (bundle / "_internal" / "native_host" / "cli.pyc").write_bytes(b"module")
+    (bundle / "_internal" / "libpython3.13.so").symlink_to("libpython3.13.so.1.0")
+    (bundle / "_internal" / "base_library.zip").write_bytes(b"zip")
+    (bundle / "_internal" / "base_library.zip").chmod(0o664)
+    return bundle
+
+
+def test_the_tarball_holds_the_bundle_under_one_top_folder(tmp_path: Path) -> None:
+    bundle = fake_bundle(tmp_path / "dist")
+    tarball = linux_build.write_tarball(bundle, tmp_path / "out" / "x.tar.gz")
+    assert sorted(p.name for p in tarball.parent.iterdir()) == ["x.tar.gz"]  # no .partial
+    with tarfile.open(tarball) as archive:
+        members = {m.name: m for m in archive.getmembers()}
+    expected = {"pedelec-native-host"} | {
+        f"pedelec-native-host/{p.relative_to(bundle).as_posix()}" for p in bundle.rglob("*")
+    }
+    assert set(members) == expected  # the bundle, all of it, and nothing else
+    assert members["pedelec-native-host"].isdir()
+    executable = members["pedelec-native-host/pedelec-native-host"]
+    assert executable.isfile() and executable.mode & 0o777 == 0o755
+    link = members["pedelec-native-host/_internal/libpython3.13.so"]
+    assert link.issym() and link.linkname == "libpython3.13.so.1.0"
+    assert members["pedelec-native-host/_internal/base_library.zip"].mode & 0o777 == 0o644
+    for member in members.values():
+        assert (member.uid, member.gid, member.uname, member.gname) == (0, 0, "", "")
+        assert not member.mode & (stat.S_IWGRP | stat.S_IWOTH), member.name
+
+
+def test_the_tarball_extracts_under_the_data_filter(tmp_path: Path) -> None:
+    """What `tarfile`'s safe extraction (and so a careful user) accepts: no absolute
+    name, no link out of the folder."""
+    bundle = fake_bundle(tmp_path / "dist")
+    tarball = linux_build.write_tarball(bundle, tmp_path / "x.tar.gz")
+    share = tmp_path / "share"
+    with tarfile.open(tarball) as archive:
+        archive.extractall(share, filter="data")
+    assert sorted(p.name for p in share.iterdir()) == ["pedelec-native-host"]
+    executable = share / "pedelec-native-host" / "pedelec-native-host"
+    assert executable.read_bytes() == b"\x7fELF executable"
+    assert executable.stat().st_mode & stat.S_IXUSR
+
+
+def test_a_link_out_of_the_bundle_is_refused(tmp_path: Path) -> None:
+    bundle = fake_bundle(tmp_path / "dist")
+    (bundle / "_internal" / "escape").symlink_to(tmp_path)
+    with pytest.raises(frozen.BuildError, match="links out of the bundle"):
+        linux_build.write_tarball(bundle, tmp_path / "x.tar.gz")
+    assert not (tmp_path / "x.tar.gz").exists()
+
+
+# --- what the workflow asserts of an installed artifact's doctor ----------------------
+def report(browsers: list[str], changes: dict[str, Finding] | None = None) -> list[dict[str, str]]:
+    """A doctor --json report of a registered, answering host (the Core down, as on a
+    runner); `changes` replaces a line (keyed `<browser>/<check>`) or adds one."""
+    changed = dict(changes or {})
+    findings = [Finding(Status.OK, "install", "install record", "13 files, 0 keys")]
+    for browser in browsers:
+        for check in gate.REQUIRED_OK:
+            detail = HOST if check == gate.NAMES_THE_HOST else "ok"
+            line = Finding(Status.OK, browser, check, detail)
+            findings.append(changed.pop(f"{browser}/{check}", line))
+        findings.append(Finding(Status.WARN, browser, "profiles", "none"))
+    findings.append(Finding(Status.FAIL, "core", "Core answers ping", "no Core endpoint to try"))
+    findings.extend(changed.values())
+    parsed: list[dict[str, str]] = json.loads(render(findings, as_json=True))
+    return parsed
+
+
+def test_a_registered_answering_host_passes_with_the_core_down() -> None:
+    assert gate.judge(report(["chrome", "edge"]), ["chrome", "edge"], HOST) == []
+
+
+def test_the_gate_fails_what_a_user_would_see_fail() -> None:
+    browsers = ["chrome", "edge"]
+    missing = [f for f in report(browsers) if (f["subject"], f["check"]) != ("edge", "name")]
+    assert gate.judge(missing, browsers, HOST) == ["edge: no `name` line"]
+    another = Finding(Status.WARN, "chrome", "host registered", "another host: /opt/x")
+    assert gate.judge(report(browsers, {"chrome/host registered": another}), browsers, HOST) == [
+        "chrome: host registered: warn: another host: /opt/x"
+    ]
+    elsewhere = Finding(Status.OK, "edge", "path exists", "/opt/other/pedelec-native-host")
+    assert gate.judge(report(browsers, {"edge/path exists": elsewhere}), browsers, HOST) == [
+        f"edge: registers /opt/other/pedelec-native-host, not {HOST}"
+    ]
+    silent = Finding(Status.FAIL, "chrome", "host answers ping", "exited 1")
+    problems = gate.judge(report(browsers, {"chrome/host answers ping": silent}), browsers, HOST)
+    assert problems == ["chrome: host answers ping: fail: exited 1"]
+    logs = Finding(Status.FAIL, "logs", "log location", "not writable")
+    assert gate.judge(report(browsers, {"x": logs}), browsers, HOST) == [
+        "logs: log location: fail: not writable"
+    ]
+
+
+def test_a_browser_missing_from_the_report_fails_the_gate() -> None:
+    problems = gate.judge(report(["chrome"]), ["chrome", "arc"], HOST)
+    assert problems == [f"arc: no `{check}` line" for check in gate.REQUIRED_OK]
+
+
+@pytest.mark.parametrize("platform", ["linux", "darwin", "win32"])
+def test_the_gate_judges_every_browser_install_registers(platform: str) -> None:
+    """Every row of the table but the sandboxed (Linux's Flatpak and Snap builds)."""
+    browsers = gate.registered_browsers(platform)
+    rows = rows_for(platform)
+    assert browsers == [r.name for r in rows if r.sandbox is Sandbox.NONE]
+    assert "chrome" in browsers and len(browsers) >= 10
+    assert not any(name.endswith(("-flatpak", "-snap")) for name in browsers)
