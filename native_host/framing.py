@@ -232,10 +232,19 @@ def _null_stdio() -> None:
 
 
 def _redirect_windows_stdout_handle() -> None:  # pragma: no cover - Windows only
-    import ctypes
+    """STD_OUTPUT_HANDLE to stderr's handle too: what children inherit as stdout (the
+    Windows bundle's built-in call, else ctypes: windows_acl.built_in_calls)."""
     import msvcrt
 
+    from native_host.windows_acl import built_in_calls
+
+    handle = msvcrt.get_osfhandle(2)  # type: ignore[attr-defined,unused-ignore]
+    calls = built_in_calls()
+    if calls is not None:
+        calls.set_stdout_handle(handle)
+        return
+    import ctypes
+
     std_output_handle = -11
-    kernel32 = ctypes.windll.kernel32  # type: ignore[attr-defined]
-    handle = ctypes.c_void_p(msvcrt.get_osfhandle(2))  # type: ignore[attr-defined]
-    kernel32.SetStdHandle(std_output_handle, handle)
+    kernel32 = ctypes.windll.kernel32  # type: ignore[attr-defined,unused-ignore]
+    kernel32.SetStdHandle(std_output_handle, ctypes.c_void_p(handle))

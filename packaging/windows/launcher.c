@@ -6,10 +6,12 @@
  * so the browser (or a person typing `pedelec-native-host doctor`) starts the host with
  * one process, no cmd.exe or batch file of its own, and no bootloader that unpacks
  * anything. The interpreter finds its paths in the python3XY._pth beside the DLL;
- * `native_host.cli.start_bundle` loads the sealed start image beside this file.
+ * `native_host.cli.start_bundle` loads the sealed start image beside this file. The
+ * Windows calls of the host's trust checks are built in (windows_calls.c).
  *
  * Built with MinGW-w64 (`-municode`, console subsystem: Chrome hides console hosts):
- *     x86_64-w64-mingw32-gcc -municode -O2 -s -DPYTHON_DLL=L\"python313.dll\" ...
+ *     x86_64-w64-mingw32-gcc -municode -O2 -s -DPYTHON_DLL=L\"python313.dll\" \
+ *         launcher.c windows_calls.c -ladvapi32 -liphlpapi
  */
 #include <windows.h>
 #include <stdio.h>
@@ -25,6 +27,11 @@
 #define EXIT_BROKEN_BUNDLE 3
 
 typedef int(__cdecl *py_main_fn)(int, wchar_t **);
+typedef int(__cdecl *append_inittab_fn)(const char *, void *(*)(void));
+
+/* windows_calls.c: the module of the host's Windows calls, registered as a built-in. */
+int windows_calls_bind(HMODULE python, const char **missing);
+void *PyInit__pedelec_windows(void);
 
 /* -I: isolated (no PYTHON* variables, no user site); -S: no site (the ._pth names the
  * paths); -B: write no .pyc (the bundle ships them; uninstall leaves no stray file). */
@@ -49,6 +56,8 @@ int wmain(int argc, wchar_t **argv)
     wchar_t *slash;
     HMODULE python;
     py_main_fn py_main;
+    append_inittab_fn append_inittab;
+    const char *missing = NULL;
     wchar_t **args;
     int count = 0;
     int index;
@@ -65,8 +74,12 @@ int wmain(int argc, wchar_t **argv)
     if (python == NULL)
         return broken(L"cannot load", dll);
     py_main = (py_main_fn)(void (*)(void))GetProcAddress(python, "Py_Main");
-    if (py_main == NULL)
-        return broken(L"finds no Py_Main in", dll);
+    append_inittab = (append_inittab_fn)(void (*)(void))GetProcAddress(python,
+                                                                         "PyImport_AppendInittab");
+    if (py_main == NULL || append_inittab == NULL || !windows_calls_bind(python, &missing))
+        return broken(L"finds not all of the C API it calls in", dll);
+    if (append_inittab("_pedelec_windows", PyInit__pedelec_windows) != 0)
+        return broken(L"cannot register its built-in module with", dll);
 
     args = calloc((size_t)argc + OPTION_COUNT + 1, sizeof *args);
     if (args == NULL)

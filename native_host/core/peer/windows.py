@@ -23,7 +23,7 @@ from native_host.core.peer.rule import (
     is_server_end,
     pick_server_end,
 )
-from native_host.windows_acl import process_sid
+from native_host.windows_acl import built_in_calls, process_sid
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -148,7 +148,13 @@ def tables_to_judge(ends: ConnectionEnds, fetch: Callable[[int], bytes]) -> list
 
 def _fetch_tcp_table(width: int) -> bytes:  # pragma: no cover - Windows only
     """GetExtendedTcpTable(TCP_TABLE_OWNER_PID_ALL) of one family: one call when the
-    first buffer is big enough, another of the size it asks for when not."""
+    first buffer is big enough, another of the size it asks for when not (the Windows
+    bundle's built-in call, else ctypes: windows_acl.built_in_calls)."""
+    family = _socket.AF_INET if width == 4 else _socket.AF_INET6
+    calls = built_in_calls()
+    if calls is not None:
+        table: bytes = calls.tcp_table(family, _WIN_FIRST_BUFFER_BYTES)
+        return table
     import ctypes
 
     windll = ctypes.WinDLL  # type: ignore[attr-defined,unused-ignore]
@@ -162,7 +168,6 @@ def _fetch_tcp_table(width: int) -> bytes:  # pragma: no cover - Windows only
         ctypes.c_ulong,
     ]
     get_table.restype = ctypes.c_ulong
-    family = _socket.AF_INET if width == 4 else _socket.AF_INET6
     size = ctypes.c_ulong(_WIN_FIRST_BUFFER_BYTES)
     for _attempt in range(4):
         buffer = ctypes.create_string_buffer(size.value)
