@@ -520,6 +520,11 @@ def assert_no_traceback(stderr: str) -> None:
             "import sys\nsys.stderr.write('first problem\\nsecond\\n')\nsys.exit(3)\n",
             "(status 3); stderr: first problem",
         ),
+        (  # what the Windows bundle's executable says without its interpreter's DLL
+            "import sys\nsys.stderr.write('pedelec-native-host: cannot load C:\\\\x\\\\"
+            "python313.dll (Windows error 126): reinstall it\\n')\nsys.exit(3)\n",
+            "incomplete (its interpreter cannot be loaded)",
+        ),
     ],
 )
 def test_host_that_exits_or_closes_its_pipes(

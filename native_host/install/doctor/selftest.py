@@ -63,14 +63,24 @@ def _package_gone(facts: Exit) -> tuple[str, str] | None:
     return f"{python} cannot import native_host: the package was removed from it", REINSTALL
 
 
+BUNDLE_BROKEN = {
+    "[PYI-": "its _internal directory is missing or damaged",
+    "Failed to load Python shared library": "its _internal directory is missing or damaged",
+    "_internal": "its _internal directory is missing or damaged",
+    "(Windows error ": "its interpreter cannot be loaded",
+}
+"""What each frozen bundle prints when it cannot start its interpreter: PyInstaller's
+bootloader, or the Windows bundle's own executable (packaging/windows/launcher.c)."""
+
+
 def _bundle_broken(facts: Exit) -> tuple[str, str] | None:
-    markers = ("[PYI-", "Failed to load Python shared library", "_internal")
-    if not any(marker in facts.stderr for marker in markers):
+    found = [why for marker, why in BUNDLE_BROKEN.items() if marker in facts.stderr]
+    if not found:
         return None
     return (
-        f"the frozen bundle around {facts.host} is incomplete (its _internal directory is "
-        "missing or damaged)",
-        "reinstall the bundle (installers/install.sh or install.ps1)",
+        f"the frozen bundle around {facts.host} is incomplete ({found[0]})",
+        "reinstall it (the MSI on Windows: repair it from Settings > Apps; "
+        "installers/install.sh or the release tarball elsewhere)",
     )
 
 
