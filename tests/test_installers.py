@@ -1,7 +1,7 @@
 """`installers/install.sh` from a fresh checkout: builds from the current files, records
 its prefix, undoes everything on `--uninstall`, and leaves nothing after a failure.
 
-Linux only runs here; install.ps1 (Windows) mirrors the same steps and is not run.
+Linux only runs here (macOS runs the same script; Windows users install the MSI).
 Each install builds a real virtualenv with dependencies from PyPI: marked `packaging`.
 """
 
