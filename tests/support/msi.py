@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,9 @@ from tests.support.wine import LANE, run_code, windows_path, wine_environment
 
 DIST = REPO / "dist" / "windows"
 BUILD_IT = "python3 packaging/windows/build.py (.ci/run builds it before the lane)"
+NEWER_DIST = REPO / "dist" / "windows-newer"
+"""The MSI of this tree with a higher version (the upgrade tests): `python3 -m
+tests.support.msi` builds it (it needs PyPI, which the lane's network namespace lacks)."""
 EXECUTABLE = "pedelec-native-host.exe"
 MANIFEST = f"{HOST_NAME}.json"
 INSTALLER_OWN = (
@@ -43,15 +47,22 @@ def built_msi() -> Path:
 
 
 def msiexec(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[bytes]:
-    """`msiexec <args>` (with /qn: no UI), to the end."""
-    return subprocess.run(
-        ["wine", "msiexec", *args, "/qn"],
-        capture_output=True,
-        stdin=subprocess.PIPE,
-        env=wine_environment(),
-        timeout=timeout,
-        check=False,
-    )
+    """`msiexec <args>` (with /qn: no UI), to the end. Its output goes to files, not
+    pipes: the services the first Wine program of a prefix starts inherit its handles,
+    and a pipe they hold would never end."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as errors:
+        done = subprocess.run(
+            ["wine", "msiexec", *args, "/qn"],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=errors,
+            env=wine_environment(),
+            timeout=timeout,
+            check=False,
+        )
+        out.seek(0)
+        errors.seek(0)
+        return subprocess.CompletedProcess(done.args, done.returncode, out.read(), errors.read())
 
 
 def install(msi: Path, **properties: str) -> subprocess.CompletedProcess[bytes]:
@@ -168,3 +179,54 @@ def write_key(path: str, value: str | None) -> None:
         "    winreg.SetValue(winreg.HKEY_CURRENT_USER, path, winreg.REG_SZ, value)\n"
     )
     run_code(script)
+
+
+def newer_version(version: str) -> str:
+    """`X.Y.Z` -> `X.Y.(Z+1)`."""
+    major, minor, build = (int(part) for part in version.split("."))
+    return f"{major}.{minor}.{build + 1}"
+
+
+def newer_msi() -> Path:
+    """The MSI in NEWER_DIST of this tree's version plus one, built when it is not there."""
+    from native_host import __version__
+
+    wanted = newer_version(__version__)
+    found = [m for m in NEWER_DIST.glob("*.msi") if f"-{wanted}-" in m.name]
+    return found[0] if len(found) == 1 else build_newer_msi()
+
+
+def build_newer_msi() -> Path:
+    """This tree with its version raised by one (pyproject.toml and native_host), built by
+    packaging/windows/build.py into NEWER_DIST."""
+    import re
+    import shutil
+    import sys
+
+    from native_host import __version__
+    from tests.support.checkout import fresh_checkout
+
+    source = REPO / "build" / "windows-newer-source"
+    shutil.rmtree(source, ignore_errors=True)
+    fresh_checkout(source)
+    newer = newer_version(__version__)
+    for name, key in (("pyproject.toml", "version"), ("native_host/__init__.py", "__version__")):
+        path = source / name
+        text, count = re.subn(rf'^{key} = "[^"]+"', f'{key} = "{newer}"', path.read_text(),
+                              count=1, flags=re.M)  # fmt: skip
+        assert count == 1, f"no {key} line in {name}"
+        path.write_text(text)
+    done = subprocess.run(
+        [sys.executable, str(source / "packaging" / "windows" / "build.py"), "--out",
+         str(NEWER_DIST), "--work", str(REPO / "build" / "windows-build-newer")],
+        capture_output=True, text=True, timeout=1800, check=False,
+    )  # fmt: skip
+    shutil.rmtree(source, ignore_errors=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"the newer MSI was not built:\n{done.stdout}{done.stderr}")
+    (msi,) = NEWER_DIST.glob(f"*-{newer}-*.msi")
+    return msi
+
+
+if __name__ == "__main__":
+    print(build_newer_msi())

@@ -57,3 +57,4 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
     stop_wine()
     msi.uninstall(_installed.pop())
+    stop_wine()  # its server makes sockets in this network namespace: none may outlive it

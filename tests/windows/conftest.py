@@ -81,6 +81,7 @@ def installed_msi(lane: None, windows_profile: str) -> Iterator[InstalledMsi]:
         removed = uninstall(msi)
         assert removed.returncode == 0, removed.stderr.decode(errors="replace")
         assert products() == []
+        stop_wine()
 
 
 @pytest.fixture(params=["python", "msi"])

@@ -12,10 +12,8 @@ place (module fixtures end with their module).
 from __future__ import annotations
 
 import json
-import re
 import shutil
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,7 +22,6 @@ import pytest
 from native_host import HOST_NAME, __version__
 from native_host.errors import STAGE_READ_LAUNCH_CONFIG
 from native_host.install import locations
-from tests.support.checkout import REPO, fresh_checkout
 from tests.support.msi import (
     EXECUTABLE,
     MANIFEST,
@@ -34,11 +31,13 @@ from tests.support.msi import (
     install,
     install_dir,
     left_behind,
+    newer_version,
     products,
     read_key,
     uninstall,
     write_key,
 )
+from tests.support.msi import newer_msi as msi_newer
 from tests.support.wine import LANE, linux_path, wine_environment
 from tests.support.wine_world import WineWorld
 
@@ -54,37 +53,11 @@ HOST_STATE = "AppData/Local/pedelec-native-host"
 runs is the user's, which no uninstaller removes; the tests that start a host say so."""
 
 
-def newer_version(version: str) -> str:
-    major, minor, build = (int(part) for part in version.split("."))
-    return f"{major}.{minor}.{build + 1}"
-
-
 @pytest.fixture(scope="module")
-def newer_msi(lane: None, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The same tree with a higher version, built by packaging/windows/build.py (in the
-    checkout's own build folder, whose downloads and Wine prefix it reuses)."""
-    root = tmp_path_factory.mktemp("newer")
-    source = fresh_checkout(root / "source")
-    newer = newer_version(__version__)
-    for name, pattern in (
-        ("pyproject.toml", r'^version = "[^"]+"'),
-        ("native_host/__init__.py", r'^__version__ = "[^"]+"'),
-    ):
-        path = source / name
-        text, count = re.subn(pattern, pattern.split(" =")[0].lstrip("^") + f' = "{newer}"',
-                              path.read_text(), count=1, flags=re.M)  # fmt: skip
-        assert count == 1, f"no version line in {name}"
-        path.write_text(text)
-    out = root / "dist"
-    done = subprocess.run(
-        [sys.executable, str(source / "packaging" / "windows" / "build.py"), "--out", str(out),
-         "--work", str(REPO / "build" / "windows-build-newer")],
-        capture_output=True, text=True, timeout=1800, check=False,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stdout + done.stderr
-    (msi,) = out.glob("*.msi")
-    assert newer in msi.name
-    return msi
+def newer_msi(lane: None) -> Path:
+    """The same tree with a higher version (tests/support/msi.py, `newer_msi`): .ci/run
+    builds it before the lane's network-less step; built here when it is not there."""
+    return msi_newer()
 
 
 @pytest.fixture
