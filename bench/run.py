@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # bench.*, test
 
 from bench import builds, processes
 from bench.builds import Variant
-from bench.stats import Summary, Target, paired_ratios, row, summarize
+from bench.stats import Summary, Target, fmt, paired_ratios, row, summarize
 from native_host.devcore import DevCore, DevCoreSettings
 from tests.support.checkout import permanent_directory
 
@@ -88,11 +88,11 @@ class Report:
     def add(self, line: dict[str, Any]) -> None:
         self.rows.append(line)
         value, unit = line["value"], line["unit"]
-        text = f"  {line['label']:<34} {_fmt(value)} {unit}"
+        text = f"  {line['label']:<34} {fmt(value)} {unit}"
         if line["baseline"] is not None:
-            text += f"   baseline {_fmt(line['baseline'])}"
+            text += f"   baseline {fmt(line['baseline'])}"
         if line["ratio"] is not None:
-            text += f"   ratio {_fmt(line['ratio'], 'x')}"
+            text += f"   ratio {fmt(line['ratio'], 'x')}"
         if line["target"] is not None:
             text += f"   target {line['target']}: {line['verdict']}"
         print(text)
@@ -100,14 +100,6 @@ class Report:
     def missing(self, what: str, why: str) -> None:
         self.not_measured.append(f"{what}: {why}")
         print(f"  {what:<34} NOT MEASURED: {why}")
-
-
-def _fmt(summary: dict[str, float], suffix: str = "") -> str:
-    """p50 [p25-p75]; a single measurement (a size) without its non-spread."""
-    p50, p25, p75 = summary["p50"], summary["p25"], summary["p75"]
-    if summary["n"] == 1:
-        return f"{p50:.3g}{suffix}"
-    return f"{p50:.3g}{suffix} [{p25:.3g}-{p75:.3g}]"
 
 
 def _ratio_rows(

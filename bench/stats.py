@@ -44,6 +44,14 @@ def paired_ratios(values: Sequence[float], baselines: Sequence[float]) -> list[f
     return [v / b for v, b in zip(values, baselines, strict=True) if b > 0]
 
 
+def fmt(summary: dict[str, float], suffix: str = "") -> str:
+    """p50 [p25-p75]; a single measurement (a size) without its non-spread."""
+    p50, p25, p75 = summary["p50"], summary["p25"], summary["p75"]
+    if summary["n"] == 1:
+        return f"{p50:.3g}{suffix}"
+    return f"{p50:.3g}{suffix} [{p25:.3g}-{p75:.3g}]"
+
+
 class Target(NamedTuple):
     """An upper bound from the issue, on a ratio or on an absolute figure."""
 
