@@ -19,9 +19,12 @@ one `ping` written at once (the dev Core on loopback answers it). Two ways to st
   `python.exe -I -S relay_host.py <origin>`.
 
 Rounds interleave the variants (the order rotated each round) and ratios are paired per
-round, as in bench/run.py. Wine's GetExtendedTcpTable walks every socket of the machine
-(tens of ms after a test run leaves thousands in TIME_WAIT, milliseconds on Windows), so
-.ci/run runs this in a network namespace of its own. It asserts nothing.
+round, as in bench/run.py. Wine 8's GetExtendedTcpTable looks up an owner for every
+socket of the network namespace by walking every process's descriptors (real Windows
+answers in milliseconds), so each TIME_WAIT socket the run itself leaves (a host start
+leaves two) makes every later start of the host slower: .ci/run runs this in a namespace
+of its own that keeps none (`sysctl net.ipv4.tcp_max_tw_buckets=0`), and the run says
+when it is not in one. It asserts nothing.
 """
 
 from __future__ import annotations
@@ -214,6 +217,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"need exactly one MSI in {msi.DIST} and none installed: {msi.BUILD_IT}",
               file=sys.stderr)  # fmt: skip
         return 1
+    buckets = Path("/proc/sys/net/ipv4/tcp_max_tw_buckets")
+    if buckets.exists() and buckets.read_text().strip() != "0":
+        print("warning: this network namespace keeps TIME_WAIT sockets: under Wine each one")
+        print("  slows the host's peer check, sample after sample (run it as .ci/run does)")
     load = os.getloadavg()[0]
     print(f"Windows start-up under Wine ({runs} rounds, load {load:.2f}): {package[0].name},")
     print("  against bench/relay_host.py run by the lane's Windows CPython with -I -S")
