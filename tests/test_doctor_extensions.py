@@ -29,7 +29,12 @@ from native_host.install.locations import RegistryKey
 from tests.support import profiles
 from tests.support.markers import needs_os
 from tests.support.registry import FakePolicyRegistry, FakeRegistry
-from tests.support.users import SYSTEM_PYTHON, LocalUser, skip_unless_root, throwaway_users
+from tests.support.users import (
+    LocalUser,
+    python_for_everyone,
+    skip_unless_root,
+    throwaway_users,
+)
 
 pytestmark = pytest.mark.process
 
@@ -407,9 +412,11 @@ def test_files_planted_by_another_user_are_refused_not_read(
 
 # --- a file the user cannot read ------------------------------------------------------------
 @pytest.fixture(scope="module")
-def package_for_everyone() -> Iterator[Path]:
+def package_for_everyone() -> Iterator[tuple[Path, str, dict[str, str]]]:
     """This checkout's package and what doctor imports, where every user can read them
-    (the project's interpreter and pytest's temp dirs are private to root)."""
+    (the project's interpreter and pytest's temp dirs are private to root), and an
+    interpreter of this version they can run it with (`python_for_everyone`), with the
+    environment it needs."""
     import annotated_types
     import pydantic
     import pydantic_core
@@ -425,14 +432,15 @@ def package_for_everyone() -> Iterator[Path]:
         subprocess.run(["cp", typing_extensions.__file__, str(root)], check=True, timeout=60)
         for path in [root, *root.rglob("*")]:
             path.chmod(0o755 if path.is_dir() else 0o644)
-        yield root
+        python, python_env = python_for_everyone(root / "python")
+        yield root, python, python_env
     finally:
         subprocess.run(["rm", "-rf", str(root)], check=False, timeout=60)
 
 
 @needs_os("linux", reason="throwaway users through useradd")
 def test_a_file_the_user_cannot_read_is_said_not_a_crash(
-    package_for_everyone: Path, mallory: LocalUser
+    package_for_everyone: tuple[Path, str, dict[str, str]], mallory: LocalUser
 ) -> None:
     """Run as a user who is not root (for root no mode bit locks a file): Local State and
     a Preferences chmod 000, the other profile still read."""
@@ -449,14 +457,15 @@ def test_a_file_the_user_cannot_read_is_said_not_a_crash(
         f"PEDELEC_NATIVE_HOST_{d}_DIR": str(alice.workdir / d.lower())
         for d in ("STATE", "CONFIG", "LOG")
     }
+    package, python, python_env = package_for_everyone
     bootstrap = (
-        f"import sys; sys.path.insert(0, {str(package_for_everyone)!r}); "
+        f"import sys; sys.path.insert(0, {str(package)!r}); "
         "from native_host.cli import main; sys.exit(main())"
     )
     args = ["doctor", "--json", "--user-data-dir", str(user_data)]
     done = alice.run(
-        [SYSTEM_PYTHON, "-I", "-c", bootstrap, *args],
-        env=alice.env(PEDELEC_HOME=str(alice.workdir / "pedelec-home"), **state),
+        [python, "-I", "-c", bootstrap, *args],
+        env=alice.env(PEDELEC_HOME=str(alice.workdir / "pedelec-home"), **state, **python_env),
         check=False,
         timeout=60,
     )
@@ -473,8 +482,8 @@ def test_a_file_the_user_cannot_read_is_said_not_a_crash(
     (user_data / "Local State").chmod(0)
     findings = json.loads(
         alice.run(
-            [SYSTEM_PYTHON, "-I", "-c", bootstrap, *args],
-            env=alice.env(PEDELEC_HOME=str(alice.workdir / "pedelec-home"), **state),
+            [python, "-I", "-c", bootstrap, *args],
+            env=alice.env(PEDELEC_HOME=str(alice.workdir / "pedelec-home"), **state, **python_env),
             check=False,
             timeout=60,
         ).stdout

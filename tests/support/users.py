@@ -25,6 +25,7 @@ import secrets
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -36,6 +37,41 @@ if os.name == "posix":  # throwaway users exist on Linux only; the module import
 
 SYSTEM_PYTHON = "/usr/bin/python3"
 """An interpreter every user can run (the project's pyenv one is under /root, 0700)."""
+
+_LEFT_OUT_OF_A_COPY = ("site-packages", "config-*", "idlelib", "tkinter", "turtledemo",
+                       "ensurepip", "test", "__pycache__", "*.a")  # fmt: skip
+
+
+def python_for_everyone(root: Path) -> tuple[str, dict[str, str]]:
+    """An interpreter of this very version every user can run, and the environment it
+    needs: Debian's when it is this version, else this one's installation copied into
+    `root` (without its site-packages: a test gives the packages it needs), for the
+    compiled extensions (pydantic-core) copied from this environment to load."""
+    import shutil
+    import sysconfig
+
+    version = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    probe = subprocess.run(
+        [SYSTEM_PYTHON, "-c", "import sys; print(*sys.version_info[:2], sep='.')"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    if probe.stdout.strip() == version:
+        return SYSTEM_PYTHON, {}
+    base = Path(sys.base_prefix)
+    binary = root / "bin" / f"python{version}"
+    binary.parent.mkdir(parents=True)
+    shutil.copy2(base / "bin" / f"python{version}", binary)
+    library = root / "lib"
+    library.mkdir()
+    for shared in base.joinpath("lib").glob(f"libpython{version}*.so*"):
+        shutil.copy2(shared, library / shared.name, follow_symlinks=True)
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    ignore = shutil.ignore_patterns(*_LEFT_OUT_OF_A_COPY)
+    shutil.copytree(stdlib, library / stdlib.name, ignore=ignore, symlinks=True)
+    for path in [root, *root.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() or path == binary else 0o644)
+    return str(binary), {"LD_LIBRARY_PATH": str(library)}
+
 
 NAME_PREFIX = "pdlt"
 """Every throwaway user's name starts with this, then the creating pid, `x`, random hex."""
