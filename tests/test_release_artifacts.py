@@ -24,7 +24,7 @@ pytestmark = pytest.mark.unit
 
 pkg_plan = release_module("macos", "pkg_plan")
 linux_build = release_module("linux", "build")
-frozen = release_module("release", "frozen")
+steps = release_module("release", "steps")
 gate = release_module("release", "doctor_gate")
 
 HOST = "/home/ann/.local/share/pedelec-native-host/pedelec-native-host"
@@ -131,7 +131,7 @@ def test_the_tarball_is_named_by_version_and_machine() -> None:
     assert name == "pedelec-native-host-0.1.0-linux-x86_64.tar.gz"
     assert linux_build.tarball_name("0.1.0", "AMD64") == name
     assert linux_build.tarball_name("0.1.0", "aarch64").endswith("-linux-aarch64.tar.gz")
-    with pytest.raises(frozen.BuildError, match="sparc"):
+    with pytest.raises(steps.BuildError, match="sparc"):
         linux_build.tarball_name("0.1.0", "sparc")
 
 
@@ -198,7 +198,7 @@ def test_the_tarball_extracts_as_the_docs_say_and_stays_in_its_folder(tmp_path: 
 def test_a_link_out_of_the_bundle_is_refused(tmp_path: Path) -> None:
     bundle = fake_bundle(tmp_path / "dist")
     (bundle / "_internal" / "escape").symlink_to(tmp_path)
-    with pytest.raises(frozen.BuildError, match="links out of the bundle"):
+    with pytest.raises(steps.BuildError, match="links out of the bundle"):
         linux_build.write_tarball(bundle, tmp_path / "x.tar.gz")
     assert not (tmp_path / "x.tar.gz").exists()
 

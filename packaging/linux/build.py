@@ -12,7 +12,6 @@ artifacts"): `tar -xzf <tarball> -C ~/.local/share` gives
 
 from __future__ import annotations
 
-import argparse
 import platform
 import sys
 import tarfile
@@ -23,6 +22,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "release"))
 
 import frozen  # noqa: E402 - packaging/release, shared with the macOS build
+import steps  # noqa: E402 - packaging/release, shared by every release build
 
 TARBALL = "pedelec-native-host-{version}-linux-{machine}.tar.gz"
 TOP = frozen.BUNDLE_NAME
@@ -41,7 +41,7 @@ def tarball_name(version: str, machine: str) -> str:
     """The tarball's file name for `version` built on `machine` (`platform.machine()`)."""
     if machine.lower() not in MACHINES:
         known = ", ".join(sorted(MACHINES))
-        raise frozen.BuildError(f"no tarball name for machine {machine!r} (known: {known})")
+        raise steps.BuildError(f"no tarball name for machine {machine!r} (known: {known})")
     return TARBALL.format(version=version, machine=MACHINES[machine.lower()])
 
 
@@ -62,7 +62,7 @@ def write_tarball(bundle: Path, tarball: Path) -> Path:
         if path.is_symlink():
             target = (path.parent / path.readlink()).resolve()
             if not target.is_relative_to(bundle.resolve()):
-                raise frozen.BuildError(f"{path} links out of the bundle, to {target}")
+                raise steps.BuildError(f"{path} links out of the bundle, to {target}")
     tarball.parent.mkdir(parents=True, exist_ok=True)
     partial = tarball.with_name(tarball.name + ".partial")
     with tarfile.open(partial, "w:gz") as archive:
@@ -77,10 +77,10 @@ def write_tarball(bundle: Path, tarball: Path) -> Path:
 def build(out: Path, work: Path) -> Path:
     """The bundle and the tarball; returns the tarball's path."""
     if not SYSTEM.startswith("linux"):
-        raise frozen.BuildError(f"the Linux tarball is built on Linux, not {SYSTEM}")
+        raise steps.BuildError(f"the Linux tarball is built on Linux, not {SYSTEM}")
     print("-- PyInstaller onedir bundle", flush=True)
     executable = frozen.build_bundle(out, work)
-    name = tarball_name(frozen.project_version(), platform.machine())
+    name = tarball_name(steps.project_version(), platform.machine())
     for old in out.glob("pedelec-native-host-*.tar.gz"):
         old.unlink()
     print(f"-- {name}", flush=True)
@@ -90,19 +90,9 @@ def build(out: Path, work: Path) -> Path:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--out", type=Path, default=frozen.REPO / "dist" / "linux", metavar="DIR")
-    parser.add_argument(
-        "--work", type=Path, default=frozen.REPO / "build" / "linux-build", metavar="DIR",
-        help="PyInstaller's work folder",
-    )  # fmt: skip
-    args = parser.parse_args(argv)
-    try:
-        build(args.out.resolve(), args.work.resolve())
-    except (frozen.BuildError, OSError) as exc:
-        print(f"build failed: {exc}", file=sys.stderr)
-        return 1
-    return 0
+    return steps.main(
+        argv, doc=__doc__, build=build, system="linux", work_help="PyInstaller's work folder"
+    )
 
 
 if __name__ == "__main__":

@@ -11,7 +11,6 @@ is pkg_plan.py's; this script only runs the tools.
 
 from __future__ import annotations
 
-import argparse
 import platform
 import plistlib
 import shutil
@@ -24,6 +23,7 @@ sys.path[:0] = [str(HERE), str(HERE.parent / "release")]
 
 import frozen  # noqa: E402 - packaging/release, shared with the Linux build
 import pkg_plan  # noqa: E402 - beside this file
+import steps  # noqa: E402 - packaging/release, shared by every release build
 
 TOOLS = ("pkgbuild", "productbuild")
 SYSTEM: str = sys.platform
@@ -34,7 +34,7 @@ unreachable)."""
 def component_plist(bundle: Path, work: Path) -> Path:
     """pkgbuild's analysis of the payload, every bundle in it pinned in place."""
     analyzed = work / "components-analyzed.plist"
-    frozen.run(["pkgbuild", "--analyze", "--root", bundle, analyzed])
+    steps.run(["pkgbuild", "--analyze", "--root", bundle, analyzed])
     with analyzed.open("rb") as file:
         found = plistlib.load(file)
     pinned = work / "components.plist"
@@ -57,7 +57,7 @@ def scripts(work: Path) -> Path:
 def package(bundle: Path, out: Path, work: Path, version: str) -> Path:
     """The component package of `bundle` (in `work`), then the product archive in `out`."""
     component = work / pkg_plan.COMPONENT_NAME
-    frozen.run([
+    steps.run([
         "pkgbuild", "--root", bundle, "--component-plist", component_plist(bundle, work),
         "--identifier", pkg_plan.IDENTIFIER, "--version", version,
         "--install-location", pkg_plan.INSTALL_LOCATION, "--scripts", scripts(work),
@@ -68,7 +68,7 @@ def package(bundle: Path, out: Path, work: Path, version: str) -> Path:
         pkg_plan.distribution_xml(version, platform.machine()), encoding="utf-8"
     )
     product = out / pkg_plan.pkg_name(version)
-    frozen.run([
+    steps.run([
         "productbuild", "--distribution", distribution, "--package-path", work, product,
     ])  # fmt: skip
     return product
@@ -77,11 +77,12 @@ def package(bundle: Path, out: Path, work: Path, version: str) -> Path:
 def build(out: Path, work: Path) -> Path:
     """The bundle and the package, built in `work`; returns the package's path."""
     if SYSTEM != "darwin":
-        raise frozen.BuildError(f"the macOS package is built on macOS, not {SYSTEM}")
+        raise steps.BuildError(f"the macOS package is built on macOS, not {SYSTEM}")
     missing = [tool for tool in TOOLS if shutil.which(tool) is None]
     if missing:
-        raise frozen.BuildError(f"{', '.join(missing)} not found (Xcode's command line tools)")
-    version = frozen.project_version()
+        raise steps.BuildError(f"{', '.join(missing)} not found (Xcode's command line tools)")
+    work.mkdir(parents=True, exist_ok=True)
+    version = steps.project_version()
     pkg_plan.host_architecture(platform.machine())
     print("-- PyInstaller onedir bundle", flush=True)
     executable = frozen.build_bundle(out, work / "pyinstaller")
@@ -94,21 +95,11 @@ def build(out: Path, work: Path) -> Path:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--out", type=Path, default=frozen.REPO / "dist" / "macos", metavar="DIR")
-    parser.add_argument(
-        "--work", type=Path, default=frozen.REPO / "build" / "macos-build", metavar="DIR",
-        help="PyInstaller's work folder, the component package and its plist",
+    return steps.main(
+        argv, doc=__doc__, build=build, system="macos",
+        work_help="PyInstaller's work folder, the component package and its plist",
+        errors=(pkg_plan.PlanError,),
     )  # fmt: skip
-    args = parser.parse_args(argv)
-    try:
-        work = args.work.resolve()
-        work.mkdir(parents=True, exist_ok=True)
-        build(args.out.resolve(), work)
-    except (frozen.BuildError, pkg_plan.PlanError, OSError) as exc:
-        print(f"build failed: {exc}", file=sys.stderr)
-        return 1
-    return 0
 
 
 if __name__ == "__main__":

@@ -1,6 +1,5 @@
-"""What the Linux and macOS release builds share: the PyInstaller onedir bundle of
-packaging/pedelec-native-host.spec, built with the interpreter that runs the build, and
-the project's version (the artifacts are named by it).
+"""The PyInstaller onedir bundle of packaging/pedelec-native-host.spec that the Linux and
+macOS release builds ship, built with the interpreter that runs the build.
 
 Stdlib only, like every build script here: it runs before anything is installed but
 PyInstaller. (The Windows build, packaging/windows/build.py, bundles the embeddable
@@ -9,43 +8,15 @@ CPython instead; docs/performance.md says why.)
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
 import sys
-import tomllib
-from collections.abc import Sequence
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent.parent
+from steps import REPO, BuildError, project_version, run
+
 SPEC = REPO / "packaging" / "pedelec-native-host.spec"
 BUNDLE_NAME = "pedelec-native-host"
 """The onedir folder and its executable, as the spec names both."""
-
-
-class BuildError(RuntimeError):
-    """A step failed: the message says which and why."""
-
-
-def run(
-    command: Sequence[str | os.PathLike[str]], cwd: Path | None = None, timeout: float = 600
-) -> str:
-    """Run one build command; its failure ends the build with its own output."""
-    words = [os.fspath(c) for c in command]
-    done = subprocess.run(
-        words, cwd=cwd, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-        timeout=timeout, check=False,
-    )  # fmt: skip
-    if done.returncode != 0:
-        shown = " ".join(words)
-        raise BuildError(f"`{shown}` failed ({done.returncode}):\n{done.stdout}{done.stderr}")
-    return done.stdout
-
-
-def project_version(source: Path = REPO) -> str:
-    """`[project] version` of pyproject.toml: what every artifact's name carries."""
-    project = tomllib.loads((source / "pyproject.toml").read_text(encoding="utf-8"))["project"]
-    return str(project["version"])
 
 
 def build_bundle(dist: Path, work: Path) -> Path:

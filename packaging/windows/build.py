@@ -20,7 +20,6 @@ the registry keys of the locations table.
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import subprocess
@@ -34,10 +33,11 @@ from pathlib import Path, PurePosixPath, PureWindowsPath
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
-sys.path[:0] = [str(HERE), str(REPO)]
+sys.path[:0] = [str(HERE), str(HERE.parent / "release"), str(REPO)]
 
 import embeddable  # noqa: E402 - packaging/windows, beside this file
 import msi_document  # noqa: E402
+import steps  # noqa: E402 - packaging/release, shared by every release build
 
 from native_host import HOST_NAME, startimage  # noqa: E402
 from native_host.install import locations  # noqa: E402
@@ -88,26 +88,9 @@ TOOLS = {
 }
 
 
-class BuildError(RuntimeError):
-    """A step failed: the message says which and why."""
-
-
 def step(message: str) -> float:
     print(f"-- {message}", flush=True)
     return time.monotonic()
-
-
-def run(command: Sequence[str], **kwargs: object) -> subprocess.CompletedProcess[bytes]:
-    """Run one build command; its failure ends the build with its own output. Windows
-    programs get pipes for every stdio (a Windows program under Wine fails to start with
-    a Unix file as stdout)."""
-    done = subprocess.run(
-        list(command), stdin=subprocess.DEVNULL, capture_output=True, check=False, **kwargs
-    )  # type: ignore[call-overload]
-    if done.returncode != 0:
-        output = (done.stdout + done.stderr).decode("utf-8", "replace")
-        raise BuildError(f"`{' '.join(map(str, command))}` failed ({done.returncode}):\n{output}")
-    return done  # type: ignore[no-any-return]
 
 
 class Windows:
@@ -125,8 +108,8 @@ class Windows:
             self.env.pop("DISPLAY", None)
             if not (work / "wine-prefix" / "system.reg").exists():
                 (work / "wine-prefix").mkdir(parents=True, exist_ok=True)
-                run(["wineboot", "-i"], env=self.env, timeout=600)
-                run(["wineserver", "-w"], env=self.env, timeout=600)
+                steps.run(["wineboot", "-i"], env=self.env, timeout=600)
+                steps.run(["wineserver", "-w"], env=self.env, timeout=600)
 
     def path(self, path: Path) -> str:
         """The name a Windows program gives a path of this machine (Wine's Z: drive)."""
@@ -162,17 +145,13 @@ def copy_source(dest: Path) -> Path:
     return dest
 
 
-def project_version(source: Path) -> str:
-    return str(tomllib.loads((source / "pyproject.toml").read_text())["project"]["version"])
-
-
 def wheels(source: Path, dest: Path) -> list[Path]:
     """This tree's wheel, and the win_amd64 CPython 3.13 wheels of its dependencies."""
     shutil.rmtree(dest, ignore_errors=True)
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
-    run([*pip, "wheel", "--no-deps", "-q", "-w", str(dest), str(source)])
+    steps.run([*pip, "wheel", "--no-deps", "-q", "-w", str(dest), str(source)])
     project = tomllib.loads((source / "pyproject.toml").read_text())["project"]
-    run([
+    steps.run([
         *pip, "download", "-q", "--only-binary=:all:", "--platform", "win_amd64",
         "--python-version", "3.13", "--implementation", "cp", "-d", str(dest),
         *project["dependencies"],
@@ -196,7 +175,7 @@ def install_wheels(site: Path, found: Sequence[Path]) -> None:
 
 def launcher(tools: Tools, stage: Path) -> None:
     dll = f'L"{embeddable.PYTHON_DLL}"'
-    run([
+    steps.run([
         tools.compiler, "-municode", "-O2", "-s", "-Wall", "-Werror", f"-DPYTHON_DLL={dll}",
         "-o", str(stage / EXECUTABLE), str(HERE / "launcher.c"), str(HERE / "windows_calls.c"),
         "-ladvapi32", "-liphlpapi",
@@ -207,7 +186,7 @@ def compile_packages(windows: Windows, stage: Path) -> None:
     """Every module of site-packages compiled by the bundle's interpreter, as unchecked
     .pyc files: loaded without a look at the source's time, which the installer does not
     keep, and never rewritten (the launcher runs with -B)."""
-    run([
+    steps.run([
         *windows.command(stage / "python.exe"), *PYTHON_OPTIONS, "-m", "compileall", "-q",
         "-j", "1", "--invalidation-mode", "unchecked-hash", windows.path(stage / SITE_PACKAGES),
     ], env=windows.env, timeout=600)  # fmt: skip
@@ -280,15 +259,15 @@ def package(tools: Tools, windows: Windows, out: Path, bundle: Path, version: st
     wxs.write_text(source, encoding="utf-8")
     msi = out / MSI_NAME.format(version=version)
     if tools.msi == "wixl":
-        run(["wixl", "-a", "x64", "-o", msi.name, wxs.name], cwd=out)
+        steps.run(["wixl", "-a", "x64", "-o", msi.name, wxs.name], cwd=out)
     else:
         wix = Path(os.environ.get("WIX", "")) / "bin"
         if not (wix / "candle.exe").is_file():
-            raise BuildError("WiX 3 not found: set WIX to its folder (WiX Toolset 3.14)")
+            raise steps.BuildError("WiX 3 not found: set WIX to its folder (WiX Toolset 3.14)")
         # light runs Windows Installer's ICE validation (wixl runs none): on a Windows
         # runner the package's rules are checked by Windows itself.
-        run([str(wix / "candle.exe"), "-nologo", "-arch", "x64", wxs.name], cwd=out)
-        run([str(wix / "light.exe"), "-nologo", "-o", msi.name,
+        steps.run([str(wix / "candle.exe"), "-nologo", "-arch", "x64", wxs.name], cwd=out)
+        steps.run([str(wix / "light.exe"), "-nologo", "-o", msi.name,
              wxs.with_suffix(".wixobj").name], cwd=out)  # fmt: skip
     return msi
 
@@ -298,17 +277,17 @@ def build(out: Path, work: Path) -> Path:
     kept for the next build); returns the MSI's path."""
     tools = TOOLS.get(sys.platform)
     if tools is None:
-        raise BuildError(f"no Windows build on {sys.platform} (Linux under Wine, or Windows)")
+        raise steps.BuildError(f"no Windows build on {sys.platform} (Linux under Wine, or Windows)")
     for program in (*tools.windows[:1], tools.compiler, *(["wixl"] if tools.msi == "wixl" else [])):
         if shutil.which(program) is None:
-            raise BuildError(f"{program} not found (Debian: apt-get install wine wine64 "
+            raise steps.BuildError(f"{program} not found (Debian: apt-get install wine wine64 "
                              "gcc-mingw-w64-x86-64 wixl)")  # fmt: skip
     work.mkdir(parents=True, exist_ok=True)
     started = step("Windows programs: " + ("Wine" if tools.windows else "native"))
     windows = Windows(tools, work)
     step("this tree, its wheel and its dependencies' win_amd64 wheels")
     source = copy_source(work / "source")
-    version = project_version(source)
+    version = steps.project_version(source)
     msi_document.msi_version(version)
     found = wheels(source, work / "wheels")
     stage = work / "stage"
@@ -338,22 +317,11 @@ def build(out: Path, work: Path) -> Path:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=REPO / "dist" / "windows", metavar="DIR")
-    parser.add_argument(
-        "--work",
-        type=Path,
-        default=REPO / "build" / "windows-build",
-        metavar="DIR",
-        help="where downloads, the Wine prefix and the staging folder are kept",
-    )
-    args = parser.parse_args(argv)
-    try:
-        build(args.out.resolve(), args.work.resolve())
-    except (BuildError, embeddable.EmbeddableError, msi_document.PackageError, OSError) as exc:
-        print(f"build failed: {exc}", file=sys.stderr)
-        return 1
-    return 0
+    return steps.main(
+        argv, doc=__doc__, build=build, system="windows",
+        work_help="where downloads, the Wine prefix and the staging folder are kept",
+        errors=(embeddable.EmbeddableError, msi_document.PackageError),
+    )  # fmt: skip
 
 
 if __name__ == "__main__":
