@@ -25,12 +25,20 @@ INFORMATIONAL_TYPES = frozenset(
 )
 """Events the page never sees: oversize ones are shortened or dropped, never an error."""
 
-_TYPE_PATTERN = rb'"type"\s*:\s*"([A-Za-z0-9_]{1,64})"'
+MAX_EVENT_TYPE_CHARS = 64
+"""The longest event type an error names (the types of spec 7.7 are a few words)."""
+_TYPE_PATTERN = rb'"type"\s*:\s*"([A-Za-z0-9_]{1,%d})"' % MAX_EVENT_TYPE_CHARS
 _PROTECTED_FIELDS = frozenset({"type", "threadId"})
 
 
 def wrap_event(event: dict[str, Any]) -> dict[str, Any]:
     return {"type": "thread_event", "event": event}
+
+
+def is_informational(event: dict[str, Any]) -> bool:
+    """Whether the page never needs to see `event` (a Core's `type` may be any JSON)."""
+    kind = event.get("type")
+    return isinstance(kind, str) and kind in INFORMATIONAL_TYPES
 
 
 class EventFrame:
@@ -81,7 +89,7 @@ def fit_event(event: dict[str, Any]) -> EventFrame:
     body = encode(wrap_event(event))
     if len(body) <= MAX_FRAME_BYTES:
         return EventFrame(body=body, size=len(body))
-    if event.get("type") in INFORMATIONAL_TYPES:
+    if is_informational(event):
         shortened = _truncate(event)
         if shortened is not None:
             return EventFrame(body=shortened, size=len(body), truncated=True)
@@ -89,13 +97,25 @@ def fit_event(event: dict[str, Any]) -> EventFrame:
     return EventFrame(body=None, size=len(body))
 
 
+def _naming_details(event: dict[str, Any]) -> dict[str, Any]:
+    """The details that name an event the page will not get (spec 7.7, 7.8): its `type`
+    when that is a type name (a string of at most MAX_EVENT_TYPE_CHARS, as the oversize
+    line's search finds) and its `seq` when that is an integer. Anything else is left
+    out: the Core's own oversize or over-deep value copied into the error would make the
+    error itself too large or too deep to write, and the page would get nothing."""
+    details: dict[str, Any] = {"stage": errors.STAGE_RELAY_EVENT}
+    kind = event.get("type")
+    if isinstance(kind, str) and 0 < len(kind) <= MAX_EVENT_TYPE_CHARS:
+        details["eventType"] = kind
+    seq = event.get("seq")
+    if isinstance(seq, int) and not isinstance(seq, bool):
+        details["seq"] = seq
+    return details
+
+
 def oversize_event_error(event: dict[str, Any], size: int) -> dict[str, Any]:
     """The error for an event the page would see but that cannot fit a frame (spec 7.7)."""
-    details: dict[str, Any] = {"stage": errors.STAGE_RELAY_EVENT}
-    if "type" in event:
-        details["eventType"] = event["type"]
-    if "seq" in event:
-        details["seq"] = event["seq"]
+    details = _naming_details(event)
     details["sizeBytes"] = size
     return {
         "code": errors.MESSAGE_TOO_LARGE,
@@ -136,11 +156,7 @@ def oversize_line_error(size: int, event_type: str | None) -> dict[str, Any]:
 def too_deep_event_error(event: dict[str, Any], limit: int) -> dict[str, Any]:
     """The error for an event nested deeper than the browser reads (codec.MAX_DEPTH):
     reported like an oversize line (spec 7.8), with the event's type and seq."""
-    details: dict[str, Any] = {"stage": errors.STAGE_RELAY_EVENT}
-    if isinstance(event.get("type"), str):
-        details["eventType"] = event["type"]
-    if "seq" in event:
-        details["seq"] = event["seq"]
+    details = _naming_details(event)
     details["limitDepth"] = limit
     return {
         "code": errors.MESSAGE_TOO_LARGE,

@@ -385,7 +385,7 @@ class Subscriptions:
             )
             return True
         event: dict[str, Any] = document["event"]
-        if event.get("type") in events.INFORMATIONAL_TYPES:
+        if events.is_informational(event):
             log.warning(
                 "skipped %s event nested deeper than %d levels (%s)",
                 event.get("type"),

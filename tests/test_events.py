@@ -6,7 +6,13 @@ import json
 
 import pytest
 
-from native_host.events import find_event_type, fit_event, oversize_event_error
+from native_host.codec import encode
+from native_host.events import (
+    MAX_EVENT_TYPE_CHARS,
+    find_event_type,
+    fit_event,
+    oversize_event_error,
+)
 from native_host.framing import MAX_FRAME_BYTES
 
 pytestmark = pytest.mark.unit
@@ -62,6 +68,42 @@ def test_visible_event_is_never_truncated() -> None:
 
 def test_oversize_error_omits_missing_type_and_seq() -> None:
     assert oversize_event_error({"x": 1}, 5)["details"] == {"stage": "relay_event", "sizeBytes": 5}
+
+
+HUGE = "x" * (MAX_FRAME_BYTES + 10)
+
+
+@pytest.mark.parametrize(
+    ("event", "named"),
+    [
+        ({"type": HUGE, "seq": 4}, {"seq": 4}),  # the oversize part is the type itself
+        ({"type": {"nested": [HUGE]}, "seq": 4}, {"seq": 4}),  # not a type name
+        ({"type": ["raw_stdout"], "seq": 4, "pad": HUGE}, {"seq": 4}),  # unhashable
+        ({"type": "assistant_message", "seq": [HUGE]}, {"eventType": "assistant_message"}),
+        (
+            {"type": "assistant_message", "seq": True, "pad": HUGE},
+            {"eventType": "assistant_message"},
+        ),
+        ({"type": "", "seq": 4.5, "pad": HUGE}, {}),
+    ],
+)
+def test_an_oversize_error_fits_a_frame_whatever_the_event_names_itself(
+    event: dict[str, object], named: dict[str, object]
+) -> None:
+    """The error replaces an event that cannot be written: copying the event's own
+    oversize `type` or `seq` into it would make the error unwritable too, and a `type`
+    that is not a string is not an informational event (nor a crash)."""
+    fitted = fit_event(event | {"threadId": "t1"})
+    assert fitted.body is None and not fitted.dropped
+    error = oversize_event_error(event, fitted.size)
+    assert len(encode(error)) < 200
+    assert error["details"] == {"stage": "relay_event", "sizeBytes": fitted.size} | named
+
+
+def test_an_event_type_of_up_to_64_characters_is_named() -> None:
+    named = oversize_event_error({"type": "a" * MAX_EVENT_TYPE_CHARS}, 5)["details"]
+    assert named["eventType"] == "a" * 64
+    assert "eventType" not in oversize_event_error({"type": "a" * 65}, 5)["details"]
 
 
 def test_event_type_is_found_near_the_end_of_a_sorted_line() -> None:

@@ -171,6 +171,43 @@ def test_stream_events_past_the_limit_are_dropped_or_reported_and_the_stream_goe
     assert "raw_stdout" in log and MSG_INTERNAL not in log
 
 
+def test_an_event_too_deep_in_its_own_type_or_seq_is_still_reported_and_the_stream_goes_on(
+    world: HostWorld,
+) -> None:
+    """The error names the event by its `type` and `seq` only when they are a type name
+    and a number: a `seq` that is the too-deep part, copied, made the error itself too
+    deep for the browser; a `type` that is a list crashed the stream's reader."""
+    core = world.start_core("legacy")
+    host = world.start_host()
+    created = host.request({"type": "create_thread", "requestId": "c", "provider": "codex"})
+    thread_id = created["result"]["threadId"]
+    assert host.request({"type": "subscribe_thread", "requestId": "s", "threadId": thread_id})["ok"]
+
+    def line(kind: bytes, seq: bytes) -> bytes:
+        event = b'{"type":%s,"seq":%s,"threadId":"%s","deep":%s}' % (
+            kind,
+            seq,
+            thread_id.encode(),
+            arrays(MAX_DEPTH),
+        )
+        return b'{"type":"thread_event","event":%s}' % event
+
+    core.inject_stream_line(thread_id, line(b'"assistant_message"', arrays(MAX_DEPTH)))
+    core.inject_stream_line(thread_id, line(b'["raw_stdout"]', b"5"))
+    after = {"type": "assistant_message", "seq": 6, "threadId": thread_id, "text": "after"}
+    core.inject_stream_line(
+        thread_id, json.dumps({"type": "thread_event", "event": after}).encode()
+    )
+    limit = {"stage": "relay_event", "limitDepth": MAX_DEPTH}
+    first = host.read(timeout=15)
+    assert frame_depth(first) < MAX_DEPTH
+    assert first["event"]["error"]["details"] == limit | {"eventType": "assistant_message"}
+    assert host.read(timeout=15)["event"]["error"]["details"] == limit | {"seq": 5}
+    assert host.read(timeout=15)["event"] == after
+    log = world.log_text()
+    assert "Traceback" not in log and "reader failed" not in log
+
+
 def test_a_stream_line_too_deep_to_parse_is_named_by_its_ends(world: HostWorld) -> None:
     """100,000 levels cannot be parsed at all: as for an oversize line (spec 7.8) the event
     type is looked for at the line's end; an informational one is dropped."""
