@@ -176,3 +176,32 @@ def test_random_core_responses_each_get_one_answer_the_browser_can_read(
             assert isinstance(error.get("code"), str) and isinstance(error.get("message"), str)
     assert_nothing_broke(world, host.history)
     assert host.request({"type": "ping", "requestId": "alive"})["ok"]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_current_stream_relays_until_a_bad_line_closes_it_with_a_reason(
+    world: HostWorld, seed: int
+) -> None:
+    """Spec 9.3: on a current stream the first event the host cannot relay closes it with
+    `thread_subscription_closed`, naming why; the events before it arrive, none after."""
+    core = world.start_core("current")
+    host = world.start_host()
+    created = host.request({"type": "create_thread", "requestId": "c", "provider": "codex"})
+    thread_id = created["result"]["threadId"]
+    assert host.request({"type": "subscribe_thread", "requestId": "s", "threadId": thread_id})["ok"]
+    rng = random.Random(seed)
+    for _ in range(40):
+        core.inject_stream_line(thread_id, random_line(rng, thread_id))
+    last = {"type": "assistant_message", "seq": 10**6, "threadId": thread_id, "text": "last"}
+    core.inject_stream_line(thread_id, json.dumps({"type": "thread_event", "event": last}).encode())
+    end, _ = host.read_until(
+        lambda f: f.get("event") == last or f.get("type") == "thread_subscription_closed",
+        timeout=60,
+    )
+    if end.get("type") == "thread_subscription_closed":
+        assert end["threadId"] == thread_id
+        assert end["error"]["code"] and end["error"]["details"]["stage"], end
+    assert host.request({"type": "ping", "requestId": "alive"})["ok"]
+    after = host.history[host.history.index(end) + 1 :]
+    assert [f for f in after if f.get("type") != "response"] == []
+    assert_nothing_broke(world, host.history)
