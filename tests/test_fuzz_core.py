@@ -163,12 +163,15 @@ def test_random_core_responses_each_get_one_answer_the_browser_can_read(
     core = world.start_core(generation)
     host = world.start_host()
     rng = random.Random(20261203)
-    for index in range(150):
-        answer = random_response(rng)
-        canned = {"list_assets": answer}
+    for index in range(200):
+        kind = rng.choice(["list_assets", "subscribe_thread", "send_text", "create_thread"])
+        canned = {kind: random_response(rng)}
         core.faults = core.faults.model_copy(update={"canned_responses": canned})
         request_id = f"r{index}"
-        reply = host.request({"type": "list_assets", "requestId": request_id}, timeout=30)
+        request = {"type": kind, "requestId": request_id, "threadId": f"t{index}"}
+        if kind == "create_thread":
+            request = {"type": kind, "requestId": request_id, "provider": "codex"}
+        reply = host.request(request | {"message": "hi"} if kind == "send_text" else request, 30)
         assert reply["type"] == "response" and reply["requestId"] == request_id, reply
         assert isinstance(reply["ok"], bool), reply
         if not reply["ok"]:
