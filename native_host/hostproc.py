@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from native_host import OFFICIAL_EXTENSION_ID
+from native_host.codec import MAX_DEPTH, too_deep
 from native_host.codec import encode as encode_message
 from native_host.framing import MAX_FRAME_BYTES
 
@@ -78,7 +79,8 @@ class HostProcess:
     def _read_stdout(self) -> None:
         """Frames until EOF or the first broken one: like Chrome, stop at a frame that
         breaks the contract (an oversize length is not even read, so garbage on stdout
-        is reported at once instead of waiting for gigabytes that never come)."""
+        is reported at once instead of waiting for gigabytes that never come; a frame
+        nested past codec.MAX_DEPTH is one Chromium's JSON reader refuses)."""
         stdout = self.proc.stdout
         assert stdout is not None
         while True:
@@ -99,6 +101,9 @@ class HostProcess:
                 message = json.loads(body.decode("utf-8"))
             except ValueError as exc:
                 self.protocol_errors.append(f"frame is not UTF-8 JSON: {exc}")
+                break
+            if too_deep(message, body):
+                self.protocol_errors.append(f"frame nests deeper than {MAX_DEPTH} levels")
                 break
             self.frames.put(message)
         self.frames.put(None)
