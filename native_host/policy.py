@@ -288,9 +288,16 @@ class PolicyStore:
             lock.release()
 
     def _write(self, policy: Policy) -> None:
-        """One atomic replace (spec 7.11 c), private whatever the umask."""
+        """One atomic replace (spec 7.11 c), private whatever the umask; never a file
+        larger than the host reads (it would refuse it, and fail closed for every page)."""
+        data = policy.to_json().encode("utf-8")
+        if len(data) > MAX_POLICY_BYTES:
+            raise _storage_error(
+                f"the policy would be {len(data)} bytes, more than the {MAX_POLICY_BYTES} "
+                "the host reads; revoke or unblock origins first"
+            )
         try:
-            files.atomic_write(self.path, policy.to_json().encode("utf-8"))
+            files.atomic_write(self.path, data)
         except OSError as exc:
             raise _storage_error(str(exc)) from exc
 

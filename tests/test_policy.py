@@ -319,6 +319,47 @@ def test_storage_error_when_the_dir_cannot_be_created(tmp_path: Path) -> None:
     assert "Not a directory" in error["details"]["error"]
 
 
+def full_policy(path: Path) -> list[str]:
+    """A strict policy in the store's own format, thousands of approvals long, less than
+    one approval short of the size the host reads; returns the approved origins."""
+
+    def text(count: int) -> str:
+        approved = [
+            {"origin": f"https://a{i:06d}.example.com", "approvedAt": T0} for i in range(count)
+        ]
+        document = {"version": 1, "mode": "strict", "approved": approved, "blocked": []}
+        return json.dumps(document, indent=2) + "\n"
+
+    entry = len(text(2)) - len(text(1))
+    count = (policy_module.MAX_POLICY_BYTES - len(text(0))) // entry
+    written = text(count)
+    assert policy_module.MAX_POLICY_BYTES - entry < len(written) <= policy_module.MAX_POLICY_BYTES
+    path.write_text(written, encoding="utf-8")
+    return [f"https://a{i:06d}.example.com" for i in range(count)]
+
+
+def test_a_policy_never_grows_past_what_the_host_reads(path: Path, store: PolicyStore) -> None:
+    """Thousands of approvals: the one that would make the file too large to read is
+    refused with a reason, and the file stays the one every page is checked against
+    (written, it would have failed closed for all of them)."""
+    origins = full_policy(path)
+    assert len(origins) > 10_000
+    before = path.read_bytes()
+    for attempt in (lambda: store.approve("https://one-more.example.com"),
+                    lambda: store.block("https://*." + "b" * 60 + ".example.com")):  # fmt: skip
+        with pytest.raises(HostError) as caught:
+            attempt()
+        error = caught.value.to_error()
+        assert (error["code"], error["details"]["stage"]) == (STORAGE_ERROR, "update_origin_policy")
+        assert "revoke or unblock origins first" in error["details"]["error"]
+        assert path.read_bytes() == before
+    store.check(origins[-1])
+    assert store.problem() is None
+    assert store.revoke(origins[0]) == {"origin": origins[0], "revoked": True}
+    store.approve("https://one-more.example.com")
+    store.check("https://one-more.example.com")
+
+
 def test_concurrent_approvals_from_threads_lose_nothing(path: Path) -> None:
     shared = PolicyStore(path)
     barrier = threading.Barrier(8)
