@@ -17,8 +17,10 @@ from typing import Any
 import pytest
 
 from native_host.codec import MAX_DEPTH
+from native_host.devcore.server import DevCore
 from native_host.errors import MSG_INTERNAL
 from native_host.events import INFORMATIONAL_TYPES
+from tests.support.host import HostUnderTest
 from tests.support.world import HostWorld
 
 pytestmark = pytest.mark.process
@@ -84,17 +86,30 @@ def random_line(rng: random.Random, thread_id: str) -> bytes:
     return dump({"type": envelope, "event": event})
 
 
-def frame_depth(value: Any) -> int:
-    if isinstance(value, dict):
-        return 1 + max((frame_depth(v) for v in value.values()), default=0)
-    if isinstance(value, list):
-        return 1 + max((frame_depth(v) for v in value), default=0)
-    return 0
+def subscribed(world: HostWorld, generation: str) -> tuple[DevCore, HostUnderTest, str]:
+    """A dev Core of `generation`, the host, and a thread the host is subscribed to."""
+    core = world.start_core(generation)
+    host = world.start_host()
+    created = host.request({"type": "create_thread", "requestId": "c", "provider": "codex"})
+    thread_id: str = created["result"]["threadId"]
+    assert host.request({"type": "subscribe_thread", "requestId": "s", "threadId": thread_id})["ok"]
+    return core, host, thread_id
 
 
-def assert_nothing_broke(world: HostWorld, frames: list[dict[str, Any]]) -> None:
-    too_deep = [str(f)[:200] for f in frames if frame_depth(f) > MAX_DEPTH]
-    assert too_deep == []
+def play(core: DevCore, thread_id: str, rng: random.Random, count: int) -> dict[str, Any]:
+    """`count` random lines on the thread's streams, then one good event: returned, the
+    event the page gets last if the stream lived through them."""
+    for _ in range(count):
+        core.inject_stream_line(thread_id, random_line(rng, thread_id))
+    last = {"type": "assistant_message", "seq": 10**6, "threadId": thread_id, "text": "last"}
+    core.inject_stream_line(thread_id, json.dumps({"type": "thread_event", "event": last}).encode())
+    return last
+
+
+def assert_nothing_broke(world: HostWorld, host: HostUnderTest) -> None:
+    """No frame the browser would refuse (the reader refuses one over 1 MiB or nested
+    past codec.MAX_DEPTH, as Chromium does), and no sign in the log of a path that broke."""
+    host.check_protocol()
     log = world.log_text()
     for sign in ("Traceback", MSG_INTERNAL, "reader failed"):
         assert sign not in log, log[log.find(sign) - 2000 : log.find(sign) + 500]
@@ -104,18 +119,10 @@ def assert_nothing_broke(world: HostWorld, frames: list[dict[str, Any]]) -> None
 def test_random_stream_lines_never_break_the_stream_or_the_browsers_frame(
     world: HostWorld, seed: int
 ) -> None:
-    core = world.start_core("legacy")
-    host = world.start_host()
-    created = host.request({"type": "create_thread", "requestId": "c", "provider": "codex"})
-    thread_id = created["result"]["threadId"]
-    assert host.request({"type": "subscribe_thread", "requestId": "s", "threadId": thread_id})["ok"]
-    rng = random.Random(seed)
-    for _ in range(300):
-        core.inject_stream_line(thread_id, random_line(rng, thread_id))
-    last = {"type": "assistant_message", "seq": 10**6, "threadId": thread_id, "text": "last"}
-    core.inject_stream_line(thread_id, json.dumps({"type": "thread_event", "event": last}).encode())
+    core, host, thread_id = subscribed(world, "legacy")
+    last = play(core, thread_id, random.Random(seed), 300)
     host.read_until(lambda f: f.get("event") == last, timeout=60)
-    assert_nothing_broke(world, host.history)
+    assert_nothing_broke(world, host)
     errors = [f for f in host.history if f.get("event", {}).get("type") == "error"]
     assert errors, "the fuzz must reach the host's own stream errors"
     assert host.request({"type": "ping", "requestId": "alive"})["ok"]
@@ -177,7 +184,7 @@ def test_random_core_responses_each_get_one_answer_the_browser_can_read(
         if not reply["ok"]:
             error = reply["error"]
             assert isinstance(error.get("code"), str) and isinstance(error.get("message"), str)
-    assert_nothing_broke(world, host.history)
+    assert_nothing_broke(world, host)
     assert host.request({"type": "ping", "requestId": "alive"})["ok"]
 
 
@@ -187,16 +194,8 @@ def test_a_current_stream_relays_until_a_bad_line_closes_it_with_a_reason(
 ) -> None:
     """Spec 9.3: on a current stream the first event the host cannot relay closes it with
     `thread_subscription_closed`, naming why; the events before it arrive, none after."""
-    core = world.start_core("current")
-    host = world.start_host()
-    created = host.request({"type": "create_thread", "requestId": "c", "provider": "codex"})
-    thread_id = created["result"]["threadId"]
-    assert host.request({"type": "subscribe_thread", "requestId": "s", "threadId": thread_id})["ok"]
-    rng = random.Random(seed)
-    for _ in range(40):
-        core.inject_stream_line(thread_id, random_line(rng, thread_id))
-    last = {"type": "assistant_message", "seq": 10**6, "threadId": thread_id, "text": "last"}
-    core.inject_stream_line(thread_id, json.dumps({"type": "thread_event", "event": last}).encode())
+    core, host, thread_id = subscribed(world, "current")
+    last = play(core, thread_id, random.Random(seed), 40)
     end, _ = host.read_until(
         lambda f: f.get("event") == last or f.get("type") == "thread_subscription_closed",
         timeout=60,
@@ -207,4 +206,4 @@ def test_a_current_stream_relays_until_a_bad_line_closes_it_with_a_reason(
     assert host.request({"type": "ping", "requestId": "alive"})["ok"]
     after = host.history[host.history.index(end) + 1 :]
     assert [f for f in after if f.get("type") != "response"] == []
-    assert_nothing_broke(world, host.history)
+    assert_nothing_broke(world, host)
