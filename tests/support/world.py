@@ -54,10 +54,17 @@ class HostWorld:
         return "".join(p.read_text() for p in sorted(self.log_dir.glob("*.log*")))
 
     def close(self) -> None:
-        """Stop every host and Core; then fail if a host ever wrote a bad frame."""
+        """Stop every host and Core; then fail if a host ever wrote a bad frame, or if
+        any input reached one of the host's safety nets (each logs its traceback: the
+        "internal error" answers and the stream reader's failure), which no input may."""
         for host in self.hosts:
             host.stop()
         for core in self.cores:
             core.stop()
         for host in self.hosts:
             host.check_protocol()
+        if self.hosts and "Traceback" in (log := self.log_text()):
+            at = log.index("Traceback")
+            raise AssertionError(
+                f"a host logged a traceback:\n{log[max(0, at - 1500) : at + 2500]}"
+            )
