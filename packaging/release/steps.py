@@ -47,10 +47,16 @@ def run(
     return output
 
 
+def project_table(source: Path = REPO) -> dict[str, object]:
+    """The `[project]` table of `source`'s pyproject.toml."""
+    document = tomllib.loads((source / "pyproject.toml").read_text(encoding="utf-8"))
+    project: dict[str, object] = document["project"]
+    return project
+
+
 def project_version(source: Path = REPO) -> str:
     """`[project] version` of pyproject.toml: what every artifact's name carries."""
-    project = tomllib.loads((source / "pyproject.toml").read_text(encoding="utf-8"))["project"]
-    return str(project["version"])
+    return str(project_table(source)["version"])
 
 
 def main(

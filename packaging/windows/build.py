@@ -25,7 +25,6 @@ import shutil
 import subprocess
 import sys
 import time
-import tomllib
 import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -150,11 +149,13 @@ def wheels(source: Path, dest: Path) -> list[Path]:
     shutil.rmtree(dest, ignore_errors=True)
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
     steps.run([*pip, "wheel", "--no-deps", "-q", "-w", str(dest), str(source)])
-    project = tomllib.loads((source / "pyproject.toml").read_text())["project"]
+    dependencies = steps.project_table(source)["dependencies"]
+    if not isinstance(dependencies, list):
+        raise steps.BuildError(f"{source / 'pyproject.toml'}: [project] dependencies is not a list")
     steps.run([
         *pip, "download", "-q", "--only-binary=:all:", "--platform", "win_amd64",
         "--python-version", "3.13", "--implementation", "cp", "-d", str(dest),
-        *project["dependencies"],
+        *map(str, dependencies),
     ])  # fmt: skip
     return sorted(dest.glob("*.whl"))
 
