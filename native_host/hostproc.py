@@ -137,7 +137,11 @@ class HostProcess:
         if message is None:
             self._peeked.append(None)
             self.check_protocol()
-            raise EOFError(f"host closed stdout (exit {self.proc.poll()}); stderr: {self.stderr}")
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(1.0)  # its exit status says how it ended (-15: SIGTERM)
+            raise EOFError(
+                f"host closed stdout (exit {self.proc.poll()}); stderr: {self.final_stderr()}"
+            )
         self.check_protocol()
         return message
 

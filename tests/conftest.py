@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -39,6 +40,19 @@ def env(tmp_path: Path) -> dict[str, str]:
         PYTHONPATH=str(Path(__file__).resolve().parent.parent),
     )
     return base
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, Any, None]:
+    """A failed test that ran hosts shows the end of their log: a host that stopped
+    answering says there why (or, if the log just ends, that something killed it)."""
+    outcome = yield
+    report = outcome.get_result()
+    world = getattr(item, "funcargs", {}).get("world")
+    if report.failed and isinstance(world, HostWorld) and world.hosts:
+        report.sections.append(("host log (last 6000 characters)", world.log_text()[-6000:]))
 
 
 @pytest.fixture
