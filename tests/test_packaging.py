@@ -142,6 +142,69 @@ def test_the_sdist_is_a_source_tree_whose_tests_run(
     assert " passed" in tested.stdout and " skipped" not in tested.stdout
 
 
+def names_in(dist: Path) -> list[str]:
+    """The files of an sdist or a wheel, without the sdist's top folder."""
+    if dist.suffix == ".whl":
+        with zipfile.ZipFile(dist) as wheel:
+            return sorted(wheel.namelist())
+    with tarfile.open(dist) as sdist:
+        return sorted(m.name.partition("/")[2] for m in sdist.getmembers() if m.isfile())
+
+
+def run_as_group(command: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
+    """`run`, but in a process group of its own that is killed whole when `timeout`
+    passes: a build backend walking without end must not outlive the test."""
+    process = subprocess.Popen(
+        command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        output, _ = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, 9)
+        process.communicate()
+        pytest.fail(f"`{' '.join(command)}` still ran after {timeout:.0f} s: it walks build/")
+    return subprocess.CompletedProcess(command, process.returncode, output, "")
+
+
+def test_links_under_build_change_neither_the_dists_nor_an_editable_install(
+    dists: dict[str, Path], tmp_path: Path
+) -> None:
+    """After a Windows build, build/ holds a Wine prefix whose dosdevices/z: links to `/`
+    (issue 33): package discovery and the sdist's file list must not walk it. Here build/
+    also holds two links back to the checkout, so a walk that follows links never ends:
+    this fails at its generous bound instead of taking minutes, whatever the machine."""
+    checkout = fresh_checkout(tmp_path / "checkout")
+    devices = checkout / "build" / "windows-build" / "wine-prefix" / "dosdevices"
+    devices.mkdir(parents=True)
+    (devices / "z:").symlink_to("/")
+    (devices / "loop-a").symlink_to(checkout)
+    (devices / "loop-b").symlink_to(checkout)
+    out = tmp_path / "dist"
+    built = run_as_group(
+        [sys.executable, "-m", "build", "--sdist", "--wheel", "--outdir", str(out), str(checkout)],
+        timeout=300,
+    )
+    if built.returncode != 0:
+        unavailable("python -m build", built.stdout)
+    (sdist,), (wheel,) = sorted(out.glob("*.tar.gz")), sorted(out.glob("*.whl"))
+    assert names_in(sdist) == names_in(dists["sdist"])
+    assert names_in(wheel) == names_in(dists["wheel"])
+
+    venv = tmp_path / "venv"
+    assert run([sys.executable, "-m", "venv", str(venv)]).returncode == 0
+    python = str(venv / "bin" / "python")
+    editable = run_as_group(
+        [python, "-m", "pip", "install", "-q", "--no-deps", "-e", str(checkout)], timeout=300
+    )
+    if editable.returncode != 0:
+        unavailable("pip install -e", editable.stdout)
+    where = run(
+        [python, "-c", "import native_host.relay; print(native_host.relay.__file__)"], cwd=tmp_path
+    )
+    assert Path(where.stdout.strip()).is_relative_to(checkout), where
+
+
 # --- installed for real use, registered, answering ------------------------------------------
 def tool_env(env: dict[str, str], home: Path, tmp_path: Path, tools: Path) -> dict[str, str]:
     """The isolated install environment (the `env` fixture's directories) with a user
