@@ -18,7 +18,8 @@ import pytest
 from tests.support.checkout import permanent_directory
 from tests.support.world import HostWorld
 
-pytest_plugins = ["pytester", "tests.support.markers"]
+# isolation: every test process gets a home of its own (HOME, XDG, the host's folders).
+pytest_plugins = ["pytester", "tests.support.markers", "tests.support.isolation"]
 
 
 @pytest.fixture

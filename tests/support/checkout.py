@@ -4,9 +4,9 @@ into that is not temporary."""
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
 import subprocess
+import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -38,27 +38,27 @@ def fresh_checkout(dest: Path) -> Path:
     return dest
 
 
-def account_home() -> Path:
-    """The account's home from the password database (POSIX), the profile on Windows."""
-    if os.name != "posix":
-        return Path.home()
-    import pwd
-
-    return Path(pwd.getpwuid(os.getuid()).pw_dir)
+INSTALLS = REPO / "build" / "test-installs"
+"""Where the tests' real installs live: in this checkout's build/, which git ignores
+and no build walks, never in the home of the person running the suite (issue 33)."""
 
 
 @contextlib.contextmanager
 def permanent_directory() -> Iterator[Path]:
     """A new directory outside every temporary directory, removed afterwards.
 
-    `install` rightly refuses an interpreter that lives in /tmp, so the pipx, uv and
-    install.sh installs that stand for a user's real one go under the account's home
-    directory (from the password database: $HOME may itself be temporary in CI). Each
-    gets its own name directly in ~/.local/share, so tests running at the same time
-    never share (or remove) a parent."""
-    share = account_home() / ".local" / "share"
-    share.mkdir(parents=True, exist_ok=True)
-    path = share / f"pedelec-native-host-tests-{uuid.uuid4().hex}"
+    `install` rightly refuses an interpreter that lives in a temporary directory, so the
+    pipx, uv and install.sh installs that stand for a user's real one go under
+    `INSTALLS`. Each gets its own name, so tests running at the same time never share
+    (or remove) a parent."""
+    temporary = Path(tempfile.gettempdir()).resolve()
+    if INSTALLS.resolve().is_relative_to(temporary):
+        raise RuntimeError(
+            f"this checkout is in a temporary directory ({REPO}): the tests of real installs "
+            "need one that lasts, as a user's install does; clone it somewhere else"
+        )
+    INSTALLS.mkdir(parents=True, exist_ok=True)
+    path = INSTALLS / uuid.uuid4().hex
     path.mkdir()
     try:
         yield path
