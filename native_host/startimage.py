@@ -193,6 +193,12 @@ def _sealed_entry(module: Any, root: str) -> Entry | None:
         return None
     relative = os.path.relpath(origin, base).replace(os.sep, "/")
     code = module.__loader__.get_code(module.__name__)
+    # Named relative to the bundle, as the entry is: the building machine's folder is no
+    # part of the image (two builds of one commit write the same bytes), and `_in_bundle`
+    # names each code object after the folder it is installed in.
+    import _imp
+
+    _imp._fix_co_filename(code, relative)  # type: ignore[attr-defined]
     return (module.__name__, relative, hasattr(module, "__path__"), 0, 0, code)
 
 

@@ -1,17 +1,19 @@
 """The PyInstaller onedir bundle of packaging/pedelec-native-host.spec that the Linux and
-macOS release builds ship, built with the interpreter that runs the build.
+macOS release builds ship, built by PyInstaller from the hash-locked build environment
+(locked.py: PyInstaller, its bootloader and the host's dependencies exactly as
+packaging/locks/build.txt pins them) on the interpreter that runs the build.
 
-Stdlib only, like every build script here: it runs before anything is installed but
-PyInstaller. (The Windows build, packaging/windows/build.py, bundles the embeddable
-CPython instead; docs/performance.md says why.)
+Stdlib only, like every build script here: it runs before anything is installed. (The
+Windows build, packaging/windows/build.py, bundles the embeddable CPython instead;
+docs/performance.md says why.)
 """
 
 from __future__ import annotations
 
 import shutil
-import sys
 from pathlib import Path
 
+import locked
 from steps import REPO, BuildError, project_version, run
 
 SPEC = REPO / "packaging" / "pedelec-native-host.spec"
@@ -20,12 +22,13 @@ BUNDLE_NAME = "pedelec-native-host"
 
 
 def build_bundle(dist: Path, work: Path) -> Path:
-    """dist/pedelec-native-host/, freshly built (an old one is replaced), and checked to
-    start: returns its executable."""
+    """dist/pedelec-native-host/, freshly built (an old one is replaced) in `work`, and
+    checked to start: returns its executable."""
+    python = locked.environment(work)
     bundle = dist / BUNDLE_NAME
     shutil.rmtree(bundle, ignore_errors=True)
     run([
-        sys.executable, "-m", "PyInstaller", "--noconfirm", "--log-level", "WARN",
+        python, "-m", "PyInstaller", "--noconfirm", "--log-level", "WARN",
         "--distpath", dist, "--workpath", work, SPEC,
     ], cwd=REPO, timeout=1800)  # fmt: skip
     executable = bundle / BUNDLE_NAME

@@ -34,8 +34,12 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 sys.path[:0] = [str(HERE), str(HERE.parent / "release"), str(REPO)]
 
-import embeddable  # noqa: E402 - packaging/windows, beside this file
+import archives  # noqa: E402 - packaging/release: pinned files, safe and reproducible archives
+import authenticode  # noqa: E402 - packaging/windows, beside this file
+import embeddable  # noqa: E402
+import locked  # noqa: E402 - packaging/release: the hash-locked build environment
 import msi_document  # noqa: E402
+import msi_summary  # noqa: E402
 import steps  # noqa: E402 - packaging/release, shared by every release build
 
 from native_host import HOST_NAME, startimage  # noqa: E402
@@ -52,6 +56,10 @@ PTH_LINES = ["python313.zip", PACKAGE_ZIP, ".", SITE_PACKAGES]
 root (the .pyd modules), the other packages."""
 PYTHON_OPTIONS = ["-I", "-S", "-B"]
 """As launcher.c runs the interpreter: isolated, no site, no .pyc written."""
+BUILD_OPTIONS = ["-s", "-P", "-S", "-B"]
+"""How the build runs the bundle's interpreter to compile: PYTHON_OPTIONS but for -E
+(part of -I), which would ignore PYTHONHASHSEED; `build_environment` leaves it no
+other PYTHON* variable to read."""
 LEFT_OUT = {
     "pythonw.exe": "a windowed interpreter: nothing runs one",
     "_ssl.pyd": "the host speaks plain TCP on loopback (as the Linux bundle: no ssl)",
@@ -85,6 +93,18 @@ TOOLS = {
     "linux": Tools(("wine",), "x86_64-w64-mingw32-gcc", "wixl"),
     "win32": Tools((), "gcc", "wix3"),
 }
+
+
+def build_environment(source: Path) -> None:
+    """What every step of this build runs with, so two builds of one commit write the
+    same bytes: SOURCE_DATE_EPOCH (the commit's time: setuptools dates the wheel's
+    entries with it) and a fixed string hash (marshal writes a frozenset constant of
+    a .pyc or of the start image in its iteration order, which the hash decides); no
+    other PYTHON* variable reaches the bundle's interpreter."""
+    for name in [n for n in os.environ if n.startswith("PYTHON")]:
+        del os.environ[name]
+    os.environ["PYTHONHASHSEED"] = "0"
+    os.environ["SOURCE_DATE_EPOCH"] = str(archives.source_date_epoch(source))
 
 
 def step(message: str) -> float:
@@ -144,52 +164,76 @@ def copy_source(dest: Path) -> Path:
     return dest
 
 
-def wheels(source: Path, dest: Path) -> list[Path]:
-    """This tree's wheel, and the win_amd64 CPython 3.13 wheels of its dependencies."""
+def dependency_wheels(dest: Path, lock: Path = locked.WINDOWS_RUNTIME_LOCK) -> list[Path]:
+    """The win_amd64 CPython 3.13 wheels the bundle ships, exactly as `lock` pins them
+    (`pip download --require-hashes`: a wheel the index serves with other bytes stops
+    the build). Nothing of them runs: they are unzipped."""
     shutil.rmtree(dest, ignore_errors=True)
-    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
-    steps.run([*pip, "wheel", "--no-deps", "-q", "-w", str(dest), str(source)])
-    dependencies = steps.project_table(source)["dependencies"]
-    if not isinstance(dependencies, list):
-        raise steps.BuildError(f"{source / 'pyproject.toml'}: [project] dependencies is not a list")
-    steps.run([
-        *pip, "download", "-q", "--only-binary=:all:", "--platform", "win_amd64",
-        "--python-version", "3.13", "--implementation", "cp", "-d", str(dest),
-        *map(str, dependencies),
-    ])  # fmt: skip
+    try:
+        steps.run([
+            sys.executable, "-m", "pip", "download", "-q", *locked.REQUIRE_HASHES,
+            "--platform", "win_amd64", "--python-version", "3.13", "--implementation", "cp",
+            "--no-cache-dir", "-d", str(dest), "-r", str(lock),
+        ], env=locked.pip_environment())  # fmt: skip
+    except steps.BuildError as error:
+        raise steps.BuildError(
+            f"the win_amd64 wheels do not match {lock.name} ({lock}), refusing them:\n{error}"
+        ) from None
     return sorted(dest.glob("*.whl"))
 
 
+def project_wheel(python: Path, source: Path, dest: Path) -> Path:
+    """This tree's wheel, built by the hash-locked build environment's setuptools (no
+    build isolation: that would fetch setuptools unpinned)."""
+    shutil.rmtree(dest, ignore_errors=True)
+    steps.run([
+        python, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", dest,
+        source,
+    ], env=locked.pip_environment())  # fmt: skip
+    (wheel,) = dest.glob("*.whl")
+    return wheel
+
+
 def runtime(stage: Path, downloads: Path) -> None:
-    """The embeddable CPython, without what `LEFT_OUT` names."""
-    embeddable.extract(embeddable.sdist(downloads), stage, PTH_LINES)
+    """The embeddable CPython (checked against its pins and signatures), without what
+    `LEFT_OUT` names."""
+    source = embeddable.SOURCES.get(sys.platform, embeddable.PYPI_SDIST)
+    embeddable.extract(source, downloads, stage, PTH_LINES)
     for name in LEFT_OUT:
         (stage / name).unlink(missing_ok=True)
     (stage / SITE_PACKAGES).mkdir()
 
 
 def install_wheels(site: Path, found: Sequence[Path]) -> None:
+    """Each wheel unzipped into `site`; a member named outside it refuses the wheel."""
     for wheel in found:
         with zipfile.ZipFile(wheel) as archive:
-            archive.extractall(site)
+            archives.extract_zip(archive, site)
+
+
+REPRODUCIBLE_C = ["-Wl,--no-insert-timestamp", f"-ffile-prefix-map={HERE}=."]
+"""No link time in the PE header, and no build folder in anything the compiler writes
+(-s already strips the symbols that would name it)."""
 
 
 def launcher(tools: Tools, stage: Path) -> None:
     dll = f'L"{embeddable.PYTHON_DLL}"'
     steps.run([
-        tools.compiler, "-municode", "-O2", "-s", "-Wall", "-Werror", f"-DPYTHON_DLL={dll}",
-        "-o", str(stage / EXECUTABLE), str(HERE / "launcher.c"), str(HERE / "windows_calls.c"),
-        "-ladvapi32", "-liphlpapi",
-    ])  # fmt: skip
+        tools.compiler, "-municode", "-O2", "-s", "-Wall", "-Werror", *REPRODUCIBLE_C,
+        f"-DPYTHON_DLL={dll}", "-o", str(stage / EXECUTABLE), str(HERE / "launcher.c"),
+        str(HERE / "windows_calls.c"), "-ladvapi32", "-liphlpapi",
+    ], cwd=HERE)  # fmt: skip
 
 
 def compile_packages(windows: Windows, stage: Path) -> None:
     """Every module of site-packages compiled by the bundle's interpreter, as unchecked
     .pyc files: loaded without a look at the source's time, which the installer does not
-    keep, and never rewritten (the launcher runs with -B)."""
+    keep, and never rewritten (the launcher runs with -B). Each names its source by its
+    path in the bundle (`-d`), not the building machine's folder."""
     steps.run([
-        *windows.command(stage / "python.exe"), *PYTHON_OPTIONS, "-m", "compileall", "-q",
-        "-j", "1", "--invalidation-mode", "unchecked-hash", windows.path(stage / SITE_PACKAGES),
+        *windows.command(stage / "python.exe"), *BUILD_OPTIONS, "-m", "compileall", "-q",
+        "-j", "1", "--invalidation-mode", "unchecked-hash", "-d", SITE_PACKAGES,
+        windows.path(stage / SITE_PACKAGES),
     ], env=windows.env, timeout=600)  # fmt: skip
 
 
@@ -198,15 +242,16 @@ def zip_package(stage: Path) -> None:
     before its image can be read come from one open file instead of a directory walk
     each (about 20 ms of every start under Wine, where a file system call costs 1-2 ms).
     Each module's unchecked .pyc sits beside its source, where zipimport looks for it;
-    the sources stay for tracebacks."""
+    the sources stay for tracebacks. Entries in name order, dated SOURCE_DATE_EPOCH."""
     package = stage / SITE_PACKAGES / "native_host"
-    with zipfile.ZipFile(stage / PACKAGE_ZIP, "w", zipfile.ZIP_STORED) as archive:
-        for source in sorted(package.rglob("*.py")):
-            name = source.relative_to(package.parent).as_posix()
-            compiled = source.parent / "__pycache__" / f"{source.stem}.cpython-313.pyc"
-            archive.write(source, name)
-            archive.write(compiled, name + "c")
-        archive.write(package / "py.typed", "native_host/py.typed")
+    entries = []
+    for source in sorted(package.rglob("*.py"), key=lambda p: p.as_posix().encode()):
+        name = source.relative_to(package.parent).as_posix()
+        compiled = source.parent / "__pycache__" / f"{source.stem}.cpython-313.pyc"
+        entries += [(source, name), (compiled, name + "c")]
+    entries.append((package / "py.typed", "native_host/py.typed"))
+    epoch = int(os.environ["SOURCE_DATE_EPOCH"])
+    archives.write_zip(stage / PACKAGE_ZIP, entries, epoch, zipfile.ZIP_STORED)
     shutil.rmtree(package)
 
 
@@ -214,7 +259,7 @@ def sealed_image(windows: Windows, stage: Path) -> None:
     """The start image of a relay start, recorded and compiled by the bundle's own
     interpreter (its paths come from the ._pth)."""
     image = startimage.build(
-        windows.command(stage / "python.exe"), PYTHON_OPTIONS, [], windows.path(stage)
+        windows.command(stage / "python.exe"), BUILD_OPTIONS, [], windows.path(stage)
     )
     (stage / startimage.IMAGE_NAME).write_bytes(image)
 
@@ -259,6 +304,7 @@ def package(tools: Tools, windows: Windows, out: Path, bundle: Path, version: st
     wxs = out / "pedelec-native-host.wxs"
     wxs.write_text(source, encoding="utf-8")
     msi = out / MSI_NAME.format(version=version)
+    dated(bundle, int(os.environ["SOURCE_DATE_EPOCH"]))
     if tools.msi == "wixl":
         steps.run(["wixl", "-a", "x64", "-o", msi.name, wxs.name], cwd=out)
     else:
@@ -270,7 +316,16 @@ def package(tools: Tools, windows: Windows, out: Path, bundle: Path, version: st
         steps.run([str(wix / "candle.exe"), "-nologo", "-arch", "x64", wxs.name], cwd=out)
         steps.run([str(wix / "light.exe"), "-nologo", "-o", msi.name,
              wxs.with_suffix(".wixobj").name], cwd=out)  # fmt: skip
+    msi_summary.normalise(msi, msi_document.package_code(product.version),
+                          int(os.environ["SOURCE_DATE_EPOCH"]))  # fmt: skip
     return msi
+
+
+def dated(bundle: Path, epoch: int) -> None:
+    """Every file of the bundle dated `epoch`: the cabinet inside the MSI records each
+    file's time, and neither wixl nor light takes SOURCE_DATE_EPOCH."""
+    for path in bundle.rglob("*"):
+        os.utime(path, (epoch, epoch), follow_symlinks=False)
 
 
 def build(out: Path, work: Path) -> Path:
@@ -279,22 +334,27 @@ def build(out: Path, work: Path) -> Path:
     tools = TOOLS.get(sys.platform)
     if tools is None:
         raise steps.BuildError(f"no Windows build on {sys.platform} (Linux under Wine, or Windows)")
-    for program in (*tools.windows[:1], tools.compiler, *(["wixl"] if tools.msi == "wixl" else [])):
+    linux_only = ["wixl", "osslsigncode"] if tools.msi == "wixl" else []
+    for program in (*tools.windows[:1], tools.compiler, *linux_only):
         if shutil.which(program) is None:
             raise steps.BuildError(f"{program} not found (Debian: apt-get install wine wine64 "
-                             "gcc-mingw-w64-x86-64 wixl)")  # fmt: skip
+                             "gcc-mingw-w64-x86-64 wixl osslsigncode)")  # fmt: skip
     work.mkdir(parents=True, exist_ok=True)
-    started = step("Windows programs: " + ("Wine" if tools.windows else "native"))
-    windows = Windows(tools, work)
-    step("this tree, its wheel and its dependencies' win_amd64 wheels")
+    started = step("this tree, and what every step runs with (SOURCE_DATE_EPOCH: its commit)")
     source = copy_source(work / "source")
+    build_environment(REPO)
     version = steps.project_version(source)
     msi_document.msi_version(version)
-    found = wheels(source, work / "wheels")
     stage = work / "stage"
-    step(f"the embeddable CPython {embeddable.SDIST_VERSION} and the packages")
+    step(f"the pinned inputs: the embeddable CPython {embeddable.VERSION}, checked")
     runtime(stage, work / "downloads")
+    step(f"the win_amd64 wheels of {locked.WINDOWS_RUNTIME_LOCK.name}, hash-locked")
+    found = dependency_wheels(work / "wheels")
+    step(f"this tree's wheel, by the build environment of {locked.BUILD_LOCK.name}")
+    found.append(project_wheel(locked.environment(work), source, work / "project-wheel"))
     install_wheels(stage / SITE_PACKAGES, found)
+    step("Windows programs: " + ("Wine" if tools.windows else "native"))
+    windows = Windows(tools, work)
     step("pedelec-native-host.exe (launcher.c)")
     launcher(tools, stage)
     step("unchecked .pyc files, by the bundle's interpreter; this package in its zip")
@@ -321,7 +381,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     return steps.main(
         argv, doc=__doc__, build=build, system="windows",
         work_help="where downloads, the Wine prefix and the staging folder are kept",
-        errors=(embeddable.EmbeddableError, msi_document.PackageError),
+        errors=(embeddable.EmbeddableError, authenticode.SignatureError,
+                msi_document.PackageError, msi_summary.SummaryError),
     )  # fmt: skip
 
 

@@ -23,7 +23,12 @@ What the package does, and why:
   does; uninstalling removes them and, when the Desktop's manifest is still there, points
   the Chrome key back at it, as `uninstall` restores what `install` replaced. A deferred
   custom action after `RemoveRegistryValues` does that with the system's own `reg.exe`,
-  so it runs even if the bundle is damaged (`desktop_restore_command`).
+  so it runs even if the bundle is damaged (`desktop_restore_command`); both `cmd.exe`
+  and `reg.exe` are named by their full path in `[System64Folder]`, never looked up in
+  the current folder or on PATH.
+- **The same bytes from the same commit.** The product and package codes are derived
+  from the version (`product_code`, `package_code`), not drawn at random; the build then
+  dates the summary information with SOURCE_DATE_EPOCH (msi_summary.py).
 """
 
 from __future__ import annotations
@@ -123,12 +128,29 @@ def _guid(role: str) -> str:
     return str(uuid.uuid5(_GUID_NAMESPACE, role)).upper()
 
 
+def product_code(version: str) -> str:
+    """The ProductCode of this package at `version`: one per version, the same in every
+    build of it (a random one would make two builds of one commit differ)."""
+    return _guid(f"product:{version}")
+
+
+def package_code(version: str) -> str:
+    """The package code (the summary information's revision number) at `version`."""
+    return _guid(f"package:{version}")
+
+
+REG = "[System64Folder]reg.exe"
+"""The system's reg.exe by its full path: a bare `reg.exe` is looked up in the current
+folder first, then PATH, where another program could stand in for it."""
+
+
 def desktop_restore_command(desktop: DesktopRegistration) -> str:
     """The arguments of `cmd.exe` that point the Desktop's key back at its manifest, if
-    that file exists: `/d /s /c "if exist "M" reg.exe add "K" /ve /t REG_SZ /d "M" /f"`."""
+    that file exists:
+    `/d /s /c "if exist "M" "[System64Folder]reg.exe" add "K" /ve /t REG_SZ /d "M" /f"`."""
     key = f"{desktop.key.hive}\\{desktop.key.path}"
     quoted = f'"{desktop.manifest}"'
-    return f'/d /s /c "if exist {quoted} reg.exe add "{key}" /ve /t REG_SZ /d {quoted} /f"'
+    return f'/d /s /c "if exist {quoted} "{REG}" add "{key}" /ve /t REG_SZ /d {quoted} /f"'
 
 
 def folders(files: Sequence[str]) -> list[str]:
@@ -165,10 +187,12 @@ def document(
     lines = [
         '<?xml version="1.0" encoding="utf-8"?>',
         '<Wix xmlns="http://schemas.microsoft.com/wix/2006/wi">',
-        f'  <Product Id="*" Name={quoteattr(PRODUCT_NAME)} Language="1033" '
+        f"  <Product Id={quoteattr(product_code(product.version))} "
+        f'Name={quoteattr(PRODUCT_NAME)} Language="1033" '
         f"Version={quoteattr(product.version)} Manufacturer={quoteattr(MANUFACTURER)} "
         f"UpgradeCode={quoteattr(UPGRADE_CODE)}>",
-        f"    <Package Description={quoteattr(PRODUCT_NAME)} "
+        f"    <Package Id={quoteattr(package_code(product.version))} "
+        f"Description={quoteattr(PRODUCT_NAME)} "
         f'Manufacturer={quoteattr(MANUFACTURER)} InstallerVersion="500" '
         'Compressed="yes" InstallScope="perUser" />',
         '    <MajorUpgrade DowngradeErrorMessage="A newer version of [ProductName] is '

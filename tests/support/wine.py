@@ -28,11 +28,12 @@ from native_host.hostproc import OFFICIAL_ORIGIN
 from tests.support.checkout import REPO
 from tests.support.host import HostUnderTest
 
-APT_PACKAGES = ("wine", "wine64", "gcc-mingw-w64-x86-64", "wixl", "msitools")
+APT_PACKAGES = ("wine", "wine64", "gcc-mingw-w64-x86-64", "wixl", "msitools", "osslsigncode")
 """Wine; MinGW-w64 for the shim, the Desktop stand-in and the bundle's executable; wixl for
-the MSI; msitools' msiinfo to read the MSI's tables back."""
+the MSI; msitools' msiinfo to read the MSI's tables back; osslsigncode to verify the
+embeddable CPython's Authenticode signatures."""
 MINGW_GCC = "x86_64-w64-mingw32-gcc"
-PROGRAMS = ("wine", "wineboot", "wineserver", MINGW_GCC, "wixl", "msiinfo")
+PROGRAMS = ("wine", "wineboot", "wineserver", MINGW_GCC, "wixl", "msiinfo", "osslsigncode")
 LANE_ENV = "PEDELEC_WINDOWS_LANE"
 """Set to 1 by the lane's .ci/run step: the lane's tests run, and anything missing fails."""
 RUN_IT = f"{LANE_ENV}=1 python -m pytest -m windows_lane (after tests/windows/setup_lane.py)"

@@ -21,14 +21,12 @@ import os
 import shutil
 import subprocess
 import sys
-import tomllib
-import zipfile
 from pathlib import Path
 
 if __package__ in (None, ""):  # run as a script: make `tests.support` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))
 
-from tests.support.checkout import REPO, fresh_checkout
+from tests.support.checkout import fresh_checkout
 from tests.support.packaging_scripts import windows_module
 from tests.support.wine import (
     APT_PACKAGES,
@@ -40,6 +38,7 @@ from tests.support.wine import (
 )
 
 embeddable = windows_module("embeddable")
+windows_build = windows_module("build")
 SHIM_SOURCE = Path(__file__).resolve().parent / "bcryptprimitives.c"
 STANDIN_SOURCE = Path(__file__).resolve().parent / "desktop_standin.c"
 
@@ -116,9 +115,11 @@ def extract_interpreter() -> None:
     if LANE.python.exists() and LANE.pth.exists():
         return
     try:
-        archive = embeddable.sdist(LANE.root / "downloads")
-        embeddable.extract(archive, LANE.interpreter, ["python313.zip", ".", "site-packages"])
-    except embeddable.EmbeddableError as error:
+        embeddable.extract(
+            embeddable.PYPI_SDIST, LANE.root / "downloads", LANE.interpreter,
+            ["python313.zip", ".", "site-packages"],
+        )  # fmt: skip
+    except embeddable.ERRORS as error:
         raise LaneMissingError(str(error)) from None
     (LANE.interpreter / "site-packages").mkdir(exist_ok=True)
 
@@ -141,30 +142,23 @@ def _compile(source: Path, target: Path, *flags: str) -> None:
     _run([MINGW_GCC, "-O2", "-o", str(target), str(source), *flags])
 
 
-def _requirements() -> list[str]:
-    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    return [str(requirement) for requirement in project["dependencies"]]
-
-
 def _unzip_wheel(wheel: Path) -> None:
-    with zipfile.ZipFile(wheel) as archive:
-        archive.extractall(LANE.site_packages)
+    windows_build.install_wheels(LANE.site_packages, [wheel])
 
 
 def install_dependencies() -> None:
-    """The win_amd64 cp313 wheels of pyproject's dependencies, re-fetched when they change."""
-    requirements = _requirements()
+    """The win_amd64 cp313 wheels the Windows bundle ships, as its lock pins them
+    (packaging/locks/windows-runtime.txt), re-fetched when the lock changes."""
+    lock = windows_build.locked.WINDOWS_RUNTIME_LOCK
     stamp = LANE.site_packages / ".dependencies"
-    wanted = hashlib.sha256("\n".join(requirements).encode()).hexdigest()
+    wanted = hashlib.sha256(lock.read_bytes()).hexdigest()
     if stamp.exists() and stamp.read_text() == wanted:
         return
-    wheels = LANE.root / "wheels"
-    shutil.rmtree(wheels, ignore_errors=True)
-    _pip(
-        "download", "--only-binary=:all:", "--platform", "win_amd64", "--python-version", "3.13",
-        "--implementation", "cp", "-d", str(wheels), *requirements,
-    )  # fmt: skip
-    for wheel in sorted(wheels.glob("*.whl")):
+    try:
+        wheels = windows_build.dependency_wheels(LANE.root / "wheels", lock)
+    except windows_build.steps.BuildError as error:
+        raise LaneMissingError(str(error)) from None
+    for wheel in wheels:
         _unzip_wheel(wheel)
     stamp.write_text(wanted)
 
