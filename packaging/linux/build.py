@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import platform
 import sys
-import tarfile
 from collections.abc import Sequence
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "release"))
 
+import archives  # noqa: E402 - packaging/release: reproducible archives
 import frozen  # noqa: E402 - packaging/release, shared with the macOS build
 import steps  # noqa: E402 - packaging/release, shared by every release build
 
@@ -45,32 +45,21 @@ def tarball_name(version: str, machine: str) -> str:
     return TARBALL.format(version=version, machine=MACHINES[machine.lower()])
 
 
-def _entry(info: tarfile.TarInfo) -> tarfile.TarInfo:
-    """One member as every user's extraction should see it: no build machine's owner,
-    no write bit for others."""
-    info.uid = info.gid = 0
-    info.uname = info.gname = ""
-    info.mode &= NOT_WRITABLE_BY_OTHERS
-    return info
-
-
-def write_tarball(bundle: Path, tarball: Path) -> Path:
-    """`bundle`'s files under the top folder `TOP`, in name order, symbolic links kept
-    as links (a link out of the bundle is refused)."""
-    members = sorted(bundle.rglob("*"), key=lambda p: p.relative_to(bundle).as_posix())
+def write_tarball(bundle: Path, tarball: Path, epoch: int) -> Path:
+    """`bundle`'s files under the top folder `TOP`, in byte order of their names,
+    symbolic links kept as links (a link out of the bundle is refused), each as every
+    user's extraction should see it: no build machine's owner, no write bit for others,
+    the time `epoch` (archives.write_tar_gz: the same bytes from the same commit)."""
+    members = archives.tree_members(bundle)
     for path in members:
         if path.is_symlink():
             target = (path.parent / path.readlink()).resolve()
             if not target.is_relative_to(bundle.resolve()):
                 raise steps.BuildError(f"{path} links out of the bundle, to {target}")
     tarball.parent.mkdir(parents=True, exist_ok=True)
-    partial = tarball.with_name(tarball.name + ".partial")
-    with tarfile.open(partial, "w:gz") as archive:
-        archive.add(bundle, TOP, recursive=False, filter=_entry)
-        for path in members:
-            name = f"{TOP}/{path.relative_to(bundle).as_posix()}"
-            archive.add(path, name, recursive=False, filter=_entry)
-    partial.replace(tarball)
+    entries = [(bundle, TOP)]
+    entries += [(path, f"{TOP}/{path.relative_to(bundle).as_posix()}") for path in members]
+    archives.write_tar_gz(tarball, entries, epoch, NOT_WRITABLE_BY_OTHERS)
     return tarball
 
 
@@ -84,7 +73,7 @@ def build(out: Path, work: Path) -> Path:
     for old in out.glob("pedelec-native-host-*.tar.gz"):
         old.unlink()
     print(f"-- {name}", flush=True)
-    tarball = write_tarball(executable.parent, out / name)
+    tarball = write_tarball(executable.parent, out / name, archives.source_date_epoch())
     print(f"-- wrote {tarball} ({tarball.stat().st_size / 1_048_576:.1f} MiB)", flush=True)
     return tarball
 

@@ -10,10 +10,12 @@ docs/performance.md says why.)
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
 import locked
+from archives import source_date_epoch
 from steps import REPO, BuildError, project_version, run
 
 SPEC = REPO / "packaging" / "pedelec-native-host.spec"
@@ -30,9 +32,18 @@ def build_bundle(dist: Path, work: Path) -> Path:
     run([
         python, "-m", "PyInstaller", "--noconfirm", "--log-level", "WARN",
         "--distpath", dist, "--workpath", work, SPEC,
-    ], cwd=REPO, timeout=1800)  # fmt: skip
+    ], cwd=REPO, env=reproducible_environment(), timeout=1800)  # fmt: skip
     executable = bundle / BUNDLE_NAME
     printed = run([executable, "version"], timeout=120).strip()
     if project_version() not in printed:
         raise BuildError(f"{executable} version printed {printed!r}, not {project_version()}")
     return executable
+
+
+def reproducible_environment() -> dict[str, str]:
+    """PyInstaller's environment for a build two clones of one commit agree on byte for
+    byte (PyInstaller's own advice): a fixed string hash (marshal writes a frozenset
+    constant of a .pyc in its iteration order) and the commit's time as
+    SOURCE_DATE_EPOCH."""
+    env = {name: value for name, value in os.environ.items() if not name.startswith("PYTHON")}
+    return {**env, "PYTHONHASHSEED": "0", "SOURCE_DATE_EPOCH": str(source_date_epoch())}
