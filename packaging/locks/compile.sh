@@ -9,7 +9,8 @@
 #                      the project's dependencies) and the Windows build's own wheel
 #                      (setuptools), for Linux, macOS and Windows, Python 3.11-3.13
 # windows-runtime.txt  the win_amd64 CPython 3.13 wheels the Windows bundle ships
-# test.txt             the test tools, installed apart from the build environment
+# test.txt             the test tools, installed apart from the build environment (with
+#                      setuptools: the checkout installs into it without build isolation)
 #
 # Wheels only (--only-binary): installing a locked requirement never runs code of its
 # own. Review the diff (new versions, new packages) before committing it.
@@ -24,4 +25,4 @@ compile ${1+"$1"} --universal --python-version 3.11 pyproject.toml --extra build
 compile ${1+"$1"} --python-platform x86_64-pc-windows-msvc --python-version 3.13 \
     pyproject.toml -o packaging/locks/windows-runtime.txt
 compile ${1+"$1"} --universal --python-version 3.11 pyproject.toml --extra test \
-    -o packaging/locks/test.txt
+    packaging/locks/build-tools.in -o packaging/locks/test.txt

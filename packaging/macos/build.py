@@ -21,6 +21,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent / "release")]
 
+import archives  # noqa: E402 - packaging/release: reproducible archives
 import frozen  # noqa: E402 - packaging/release, shared with the Linux build
 import pkg_plan  # noqa: E402 - beside this file
 import steps  # noqa: E402 - packaging/release, shared by every release build
@@ -55,7 +56,11 @@ def scripts(work: Path) -> Path:
 
 
 def package(bundle: Path, out: Path, work: Path, version: str) -> Path:
-    """The component package of `bundle` (in `work`), then the product archive in `out`."""
+    """The component package of `bundle` (in `work`), then the product archive in `out`.
+    Every payload file is dated SOURCE_DATE_EPOCH first: pkgbuild records each file's
+    time in the payload and its bill of materials (what else it and productbuild date,
+    the xar table of contents among it, only a macOS runner can show)."""
+    archives.date_tree(bundle, archives.source_date_epoch())
     component = work / pkg_plan.COMPONENT_NAME
     steps.run([
         "pkgbuild", "--root", bundle, "--component-plist", component_plist(bundle, work),

@@ -115,6 +115,14 @@ def source_date_epoch(source: Path = REPO) -> int:
     return int(done.stdout.strip())
 
 
+def date_tree(root: Path, epoch: int) -> None:
+    """Every file, folder and link under `root` (and `root`) dated `epoch`: for the
+    packagers that record a file's time and take no SOURCE_DATE_EPOCH (wixl, WiX 3's
+    light, pkgbuild)."""
+    for path in [*tree_members(root), root]:
+        os.utime(path, (epoch, epoch), follow_symlinks=False)
+
+
 def tree_members(root: Path) -> list[Path]:
     """Every file, folder and link under `root`, in the byte order of their `/` names
     (what a file system lists first is no part of an archive)."""

@@ -304,7 +304,9 @@ def package(tools: Tools, windows: Windows, out: Path, bundle: Path, version: st
     wxs = out / "pedelec-native-host.wxs"
     wxs.write_text(source, encoding="utf-8")
     msi = out / MSI_NAME.format(version=version)
-    dated(bundle, int(os.environ["SOURCE_DATE_EPOCH"]))
+    # The cabinet inside the MSI records each file's time; neither wixl nor light takes
+    # SOURCE_DATE_EPOCH.
+    archives.date_tree(bundle, int(os.environ["SOURCE_DATE_EPOCH"]))
     if tools.msi == "wixl":
         steps.run(["wixl", "-a", "x64", "-o", msi.name, wxs.name], cwd=out)
     else:
@@ -319,13 +321,6 @@ def package(tools: Tools, windows: Windows, out: Path, bundle: Path, version: st
     msi_summary.normalise(msi, msi_document.package_code(product.version),
                           int(os.environ["SOURCE_DATE_EPOCH"]))  # fmt: skip
     return msi
-
-
-def dated(bundle: Path, epoch: int) -> None:
-    """Every file of the bundle dated `epoch`: the cabinet inside the MSI records each
-    file's time, and neither wixl nor light takes SOURCE_DATE_EPOCH."""
-    for path in bundle.rglob("*"):
-        os.utime(path, (epoch, epoch), follow_symlinks=False)
 
 
 def build(out: Path, work: Path) -> Path:
