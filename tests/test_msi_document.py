@@ -117,7 +117,11 @@ def test_the_desktops_key_is_given_back_at_uninstall_only_and_inside_the_script(
     command = restore.get("ExeCommand", "")
     assert command == msi_document.desktop_restore_command(build.desktop_registration())
     manifest = "[%USERPROFILE]\\.pedelec\\cc.isaaclin.pedelec.json"
-    assert f'if exist "{manifest}" reg.exe add ' in command
+    # Both system programs by their full path: a bare name is looked up in the current
+    # folder, then PATH, where another program could stand in for it.
+    assert f'if exist "{manifest}" "[System64Folder]reg.exe" add ' in command
+    shell = actions["SetRegistrationShell"]
+    assert shell.get("Value") == "[System64Folder]cmd.exe"
     assert '"HKCU\\Software\\Google\\Chrome\\NativeMessagingHosts\\cc.isaaclin.pedelec"' in command
     scheduled = {c.get("Action"): c for c in elements(root, "Custom")}
     for name in ("SetRegistrationShell", "RestoreDesktopRegistration"):
@@ -137,3 +141,15 @@ def test_a_version_windows_installer_cannot_compare_is_refused(version: str) -> 
 def test_a_bundle_without_its_manifest_is_refused() -> None:
     with pytest.raises(msi_document.PackageError, match=r"no cc\.isaaclin\.pedelec\.json"):
         parsed(files=["pedelec-native-host.exe"])
+
+
+def test_the_product_and_package_codes_are_the_versions_own_in_every_build() -> None:
+    root = parsed()
+    (product,) = elements(root, "Product")
+    (package,) = elements(root, "Package")
+    version = product.get("Version", "")
+    assert product.get("Id") == msi_document.product_code(version)
+    assert package.get("Id") == msi_document.package_code(version)
+    assert msi_document.product_code(version) == msi_document.product_code(version)
+    assert msi_document.product_code("1.0.1") != msi_document.product_code("1.0.0")
+    assert msi_document.package_code(version) != msi_document.product_code(version)

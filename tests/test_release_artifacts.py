@@ -152,7 +152,7 @@ def fake_bundle(root: Path) -> Path:
 
 def test_the_tarball_holds_the_bundle_under_one_top_folder(tmp_path: Path) -> None:
     bundle = fake_bundle(tmp_path / "dist")
-    tarball = linux_build.write_tarball(bundle, tmp_path / "out" / "x.tar.gz")
+    tarball = linux_build.write_tarball(bundle, tmp_path / "out" / "x.tar.gz", 1_700_000_000)
     assert sorted(p.name for p in tarball.parent.iterdir()) == ["x.tar.gz"]  # no .partial
     with tarfile.open(tarball) as archive:
         members = {m.name: m for m in archive.getmembers()}
@@ -177,7 +177,7 @@ def test_the_tarball_extracts_as_the_docs_say_and_stays_in_its_folder(tmp_path: 
     name, climbs out with `..`, or links out of the folder: what tarfile's "data" filter
     refuses, checked by hand too, as Debian's CPython 3.11.2 predates the filter."""
     bundle = fake_bundle(tmp_path / "dist")
-    tarball = linux_build.write_tarball(bundle, tmp_path / "x.tar.gz")
+    tarball = linux_build.write_tarball(bundle, tmp_path / "x.tar.gz", 1_700_000_000)
     with tarfile.open(tarball) as archive:
         for member in archive.getmembers():
             name = PurePosixPath(member.name)
@@ -199,7 +199,7 @@ def test_a_link_out_of_the_bundle_is_refused(tmp_path: Path) -> None:
     bundle = fake_bundle(tmp_path / "dist")
     (bundle / "_internal" / "escape").symlink_to(tmp_path)
     with pytest.raises(steps.BuildError, match="links out of the bundle"):
-        linux_build.write_tarball(bundle, tmp_path / "x.tar.gz")
+        linux_build.write_tarball(bundle, tmp_path / "x.tar.gz", 1_700_000_000)
     assert not (tmp_path / "x.tar.gz").exists()
 
 
