@@ -99,6 +99,22 @@ if [ -z "$bundle" ]; then
         || { echo "install.sh: $python is missing or older than 3.11; set PYTHON=..." >&2; exit 1; }
 fi
 
+# The prefix is where the browser's host lives: made private (umask 077: nobody else may
+# read or write what this script creates), and an existing one must be this user's and
+# writable by nobody else (`install` then checks every folder on the way to it).
+umask 077
+if [ -d "$prefix" ]; then
+    if [ -z "$(find "$prefix" -prune -user "$(id -u)")" ]; then
+        echo "install.sh: $prefix belongs to another user; choose another --prefix" >&2
+        exit 1
+    fi
+    if [ -n "$(find "$prefix" -prune -perm -0002)" ]; then
+        echo "install.sh: $prefix is writable by other users, who could swap the host;" \
+            "run: chmod go-w '$prefix' (or choose another --prefix)" >&2
+        exit 1
+    fi
+fi
+
 # Whatever fails from here on, put things back as they were.
 prefix_existed=0; [ -d "$prefix" ] && prefix_existed=1
 registered_before=0; [ -f "$host_record" ] && registered_before=1

@@ -12,13 +12,14 @@ import hashlib
 import json
 import os
 import subprocess
+import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath
 from typing import Any, TextIO
 
 from native_host import files, paths, startimage
-from native_host.install import flatpak, interpreter, locations, shortname
+from native_host.install import flatpak, host_location, interpreter, locations, shortname
 from native_host.install.contents import (
     interpreter_options,
     launcher_name,
@@ -306,9 +307,12 @@ def _host_path(
             raise UsageError(f"--host-path {host} is not an existing file")
         if ctx.os is not Os.WIN32 and not os.access(host, os.X_OK):
             raise UsageError(f"--host-path {host} is not executable (chmod 755 it)")
+        refuse_shared_location("the host", str(host), ctx)
         return str(host), None, None
     if ctx.frozen:
+        refuse_shared_location("this executable", ctx.executable, ctx)
         return ctx.executable, None, None
+    refuse_shared_location("the interpreter", ctx.executable, ctx)
     seen = ctx.describe_interpreter(ctx.executable, ctx.env)
     risk = interpreter.classify(seen)
     if risk is not None:
@@ -316,6 +320,14 @@ def _host_path(
             raise InstallError(f"the launcher would not last: {risk.message()}")
         warnings.append(f"--force: baking in {risk.where}, which {risk.why}")
     import_paths = interpreter.import_paths(seen) if risk is None else ()
+    same_system = ctx.os is locations.normalize_platform(sys.platform)
+    for folder in import_paths if same_system else ():
+        problem = host_location.folder_refusal(folder)
+        if problem is not None:
+            raise InstallError(
+                f"refusing to register a launcher importing from {folder}: {problem}. "
+                f"Fix: {host_location.fix(problem)}"
+            )
     if options.scope is Scope.USER:
         directory = Path(paths.install_record_dir(ctx.env))
     else:
@@ -346,6 +358,20 @@ def _host_path(
         launcher, text, file_mode(options.scope, executable=True), LAUNCHER, (), options.scope
     )
     return str(launcher), write, image
+
+
+def refuse_shared_location(what: str, path: str, ctx: Environment) -> None:
+    """InstallError when another user could change `path` (what the manifest would run),
+    saying which file or folder and the fix (host_location.py: doctor's rule too). A
+    plan for another system (the tests') names paths this one cannot judge."""
+    if ctx.os is not locations.normalize_platform(sys.platform):
+        return
+    problem = host_location.refusal(path, ctx.env)
+    if problem is not None:
+        raise InstallError(
+            f"refusing to register {what} ({path}): {problem}, so another user could make "
+            f"the browser run their program as you. Fix: {host_location.fix(problem)}"
+        )
 
 
 def _config_write(options: InstallOptions, ctx: Environment, warnings: list[str]) -> tuple[

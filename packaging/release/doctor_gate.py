@@ -34,6 +34,7 @@ REQUIRED_OK = (
     "path absolute",
     "path exists",
     "path executable",
+    "path only yours",
     "allowed_origins valid",
     "official extension allowed",
     "host answers ping",

@@ -301,7 +301,9 @@ class Doctor:
         )
         table, passed = manifests.run_manifest_table(subject, ctx)
         self.add(*table)
-        host = ctx.host_path if {"path executable", "type"} <= passed else None
+        # A host another user could have swapped is never started: that would run their
+        # program as this user, the very thing the "path only yours" failure warns of.
+        host = ctx.host_path if {"path executable", "path only yours", "type"} <= passed else None
         if row is not None and row.sandbox is Sandbox.FLATPAK and host is not None:
             pieces, host = sandbox.flatpak_findings(row, host, self.env, self.home)
             self.add(*pieces)

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath, PurePosixPath, PureWindowsPath
 from typing import Any
 
 from native_host import HOST_NAME, OFFICIAL_EXTENSION_ID
-from native_host.install import locations
+from native_host.install import host_location, locations
 from native_host.install.doctor.report import (
     EXITED,
     FORBIDDEN,
@@ -88,6 +89,19 @@ def _check_executable(ctx: ManifestContext) -> CheckResult:
     return runnable, str(host) + ("" if runnable else " is not executable")
 
 
+def _check_only_yours(ctx: ManifestContext) -> CheckResult:
+    """The rule `install` refuses a host by (host_location.py): nobody else can change
+    the file `path` names, the folders on the way to it or a script's interpreter."""
+    host = ctx.host_path
+    assert host is not None
+    if ctx.os is not locations.normalize_platform(sys.platform):
+        return True, f"{host} (not judged: another system's path)"
+    problem = host_location.refusal(str(host), os.environ)
+    if problem is None:
+        return True, f"{host} and every folder on the way to it are yours alone"
+    return False, f"{problem}: another user could swap what the browser runs"
+
+
 def _check_origins_shape(ctx: ManifestContext) -> CheckResult:
     if not isinstance(ctx.data.get("allowed_origins"), list):
         return False, "allowed_origins is missing or not a list"
@@ -148,6 +162,14 @@ MANIFEST_CHECKS: tuple[ManifestCheck, ...] = (
         ("path exists",),
     ),
     ManifestCheck(
+        "path only yours",
+        _check_only_yours,
+        Status.FAIL,
+        "another local user can make the browser run their program as you",
+        "{only_yours}",
+        ("path executable",),
+    ),
+    ManifestCheck(
         "allowed_origins valid", _check_origins_shape, Status.FAIL, NOT_FOUND, "run `{install}`"
     ),
     ManifestCheck(
@@ -175,7 +197,7 @@ def run_manifest_table(subject: str, ctx: ManifestContext) -> tuple[list[Finding
             passed.add(check.name)
             findings.append(Finding(Status.OK, subject, check.name, detail))
         else:
-            hint = check.hint.format(install=ctx.install_hint)
+            hint = check.hint.format(install=ctx.install_hint, only_yours=host_location.fix(detail))
             findings.append(
                 Finding(check.failure, subject, check.name, detail, hint, check.symptom)
             )
