@@ -34,6 +34,10 @@ from tests.support.world import HostWorld
 pytestmark = pytest.mark.process
 
 FIXTURES = Path(__file__).parent / "fixtures" / "golden"
+STEP_DEADLINE_S = 30.0
+"""How long a step waits for a frame or a Core line: a bound, not a speed. Generous,
+because a host under Wine on a loaded machine takes seconds to start and to check the
+Core's listener (a first Core line once took more than 10 s in `.ci/run`)."""
 
 
 def _cases() -> list[Any]:
@@ -183,7 +187,7 @@ class Player:
 
     def read(self) -> dict[str, Any]:
         """The next frame; every host-made error in it must name a known stage (7.4)."""
-        frame = self.host.read(timeout=15)
+        frame = self.host.read(timeout=STEP_DEADLINE_S)
         error = frame.get("error") or frame.get("event", {}).get("error")
         if isinstance(error, dict) and isinstance(error.get("details"), dict):
             stage = error["details"].get("stage")
@@ -233,7 +237,7 @@ class Player:
     def step_expectCore(self, expected: Any) -> None:
         """The Core received a line matching `expected` (requests on separate connections
         carry no ordering guarantee, spec 7.1, so any not-yet-matched line counts)."""
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + STEP_DEADLINE_S
         while True:
             records = self._records()
             for index in range(self.core_seen, len(records)):
