@@ -15,8 +15,11 @@ from __future__ import annotations
 
 import ntpath
 import os
+import selectors
 import shutil
 import subprocess
+import threading
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -170,16 +173,72 @@ def run_python(
     python: Path | None = None,
     cwd: Path | None = None,
 ) -> subprocess.CompletedProcess[bytes]:
-    """Run the Windows python.exe with `args` to the end, every stdio a pipe."""
-    return subprocess.run(
-        [*python_command(python), *args],
-        input=input,
-        capture_output=True,
-        env=wine_environment(env),
-        timeout=timeout,
-        cwd=cwd,
-        check=False,
-    )
+    """Run the Windows python.exe with `args` until it exits, every stdio a pipe."""
+    return run_to_exit([*python_command(python), *args], wine_environment(env), input, timeout, cwd)
+
+
+EXITED_QUIET_S = 0.5
+"""After the program exited, how long its pipes may stay silent before what was read is
+all it wrote (its writes are already in the pipes: this only waits for the last reads)."""
+
+
+def run_to_exit(
+    command: Sequence[str],
+    env: Mapping[str, str],
+    input: bytes = b"",
+    timeout: float = 120,
+    cwd: Path | None = None,
+) -> subprocess.CompletedProcess[bytes]:
+    """Run a Windows program and take everything it wrote, waiting for its exit rather
+    than for the end of its pipes: the services the first Wine program of a wineserver
+    starts (services.exe and its children) inherit its handles and may hold the pipes
+    open long after it exited (`msiexec` writes to files for that reason; a Windows
+    Python needs pipes). TimeoutExpired only when the program itself is still running."""
+    process = subprocess.Popen(
+        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        env=env, cwd=cwd,
+    )  # fmt: skip
+    assert process.stdin is not None and process.stdout is not None
+    assert process.stderr is not None
+    feeder = threading.Thread(target=_feed, args=(process.stdin, input), daemon=True)
+    feeder.start()
+    taken: dict[int, list[bytes]] = {process.stdout.fileno(): [], process.stderr.fileno(): []}
+    deadline = time.monotonic() + timeout
+    with selectors.DefaultSelector() as selector:
+        for fd in taken:
+            selector.register(fd, selectors.EVENT_READ)
+        exited_at: float | None = None
+        while selector.get_map():
+            ready = selector.select(0.1)
+            for key, _ in ready:
+                data = os.read(key.fd, 65536)
+                if data:
+                    taken[key.fd].append(data)
+                else:
+                    selector.unregister(key.fd)
+            now = time.monotonic()
+            if exited_at is None and process.poll() is not None:
+                exited_at = now
+            if exited_at is not None and not ready and now - exited_at > EXITED_QUIET_S:
+                break  # exited, its output read; another process holds the pipes open
+            if exited_at is None and now > deadline:
+                process.kill()
+                process.wait()
+                raise subprocess.TimeoutExpired(list(command), timeout)
+    process.stdout.close()
+    process.stderr.close()
+    out, err = (b"".join(chunks) for chunks in taken.values())
+    return subprocess.CompletedProcess(list(command), process.wait(), out, err)
+
+
+def _feed(stdin: Any, data: bytes) -> None:
+    """Write `data` to a program's stdin and close it (a thread: a program that reads
+    nothing must not block the reader of its output)."""
+    try:
+        stdin.write(data)
+        stdin.close()
+    except OSError:  # it exited without reading
+        pass
 
 
 def run_code(code: str, env: Mapping[str, str] | None = None, **kwargs: Any) -> str:
