@@ -837,3 +837,102 @@ def test_install_names_pedelec_desktops_manifest_and_uninstall_restores_it(
     assert "note" not in again.stdout  # ours now: nothing to say
     assert run_cli(env, "uninstall").returncode == 0
     assert manifest_at(profile).read_bytes() == original
+
+
+# --- a host registered for every user (issue 31) -------------------------------------------
+BUNDLE = "pedelec-native-host"
+
+
+def frozen_bundle(folder: Path) -> Path:
+    """A onedir bundle's executable in `folder` (0755 folders, a 0755 file)."""
+    exe = folder / BUNDLE / BUNDLE
+    exe.parent.mkdir(parents=True)
+    exe.write_text("#!/bin/sh\n")
+    for path in (folder, exe.parent, exe):
+        path.chmod(0o755)
+    return exe
+
+
+def system_plan(env: dict[str, str], exe: Path) -> installer.Plan:
+    ctx, _ = make_env("linux", env, Path(env["HOME"]), frozen=True, executable=str(exe))
+    options = installer.InstallOptions(browsers=("chrome", "chromium"), scope=Scope.SYSTEM)
+    return installer.plan_install(options, ctx)
+
+
+def test_a_system_scope_bundle_only_root_can_change_is_registered(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    exe = frozen_bundle(tmp_path / "opt")
+    plan = system_plan(env, exe)
+    assert plan.launcher is None
+    assert {str(w.path) for w in plan.manifests} == {
+        f"/etc/opt/chrome/native-messaging-hosts/{MANIFEST}",
+        f"/etc/chromium/native-messaging-hosts/{MANIFEST}",
+    }
+    assert all(json.loads(w.data)["path"] == str(exe) for w in plan.manifests)
+    assert {w.mode for w in plan.manifests} == {0o644}
+
+
+@pytest.mark.parametrize(
+    ("where", "said"),
+    [
+        ("folder", "opt (a directory on the way) is writable by other users"),
+        ("bundle", f"opt/{BUNDLE} (a directory on the way) is writable by other users"),
+        ("file", f"{BUNDLE}/{BUNDLE} (the executable) is writable by other users"),
+    ],
+)
+def test_a_system_scope_bundle_others_can_change_is_refused(
+    tmp_path: Path, env: dict[str, str], where: str, said: str
+) -> None:
+    """Every user's browser would run what anyone able to write there put in its place."""
+    exe = frozen_bundle(tmp_path / "opt")
+    changeable = {"folder": tmp_path / "opt", "bundle": exe.parent, "file": exe}[where]
+    changeable.chmod(0o757 if where == "file" else 0o777)
+    with pytest.raises(installer.InstallError) as refused:
+        system_plan(env, exe)
+    message = str(refused.value)
+    assert message.startswith(
+        f"refusing to register this executable ({exe}) for every user of this machine: "
+    )
+    assert said in message and "into /opt by root" in message
+    assert "For administrators" in message and "as you" not in message
+
+
+def test_a_system_scope_bundle_reached_through_a_link_is_judged_where_it_lies(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    """A safe-looking path whose folder links into one others can write is refused."""
+    exe = frozen_bundle(tmp_path / "shared")
+    (tmp_path / "shared").chmod(0o777)
+    safe = tmp_path / "opt"
+    safe.mkdir(mode=0o755)
+    (safe / "pedelec-native-host").symlink_to(exe.parent)
+    with pytest.raises(installer.InstallError, match="writable by other users"):
+        system_plan(env, safe / "pedelec-native-host" / exe.name)
+
+
+def test_a_system_scope_bundle_in_another_users_folder_is_refused(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    """Root registering a bundle a user extracted into their own home: that user could
+    replace what every other user's browser runs."""
+    uid = other_user()
+    exe = frozen_bundle(tmp_path / "home-of-bob")
+    os.chown(tmp_path / "home-of-bob", uid, uid)
+    with pytest.raises(installer.InstallError, match="belongs to another user"):
+        system_plan(env, exe)
+
+
+def test_a_system_scope_host_path_others_can_change_is_refused_by_the_command(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    """`--host-path` is held to the same rule, and nothing is written on refusal."""
+    exe = frozen_bundle(tmp_path / "opt")
+    (tmp_path / "opt").chmod(0o777)
+    result = run_cli(
+        env, "install", "--scope", "system", "--browser", "chrome", "--host-path", str(exe)
+    )
+    assert result.returncode == 1, result.stdout
+    assert result.stderr.count("\n") == 1 and "writable by other users" in result.stderr
+    assert result.stdout == ""
+    assert not (tmp_path / "state" / installer.RECORD_FILE).exists()

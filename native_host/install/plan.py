@@ -307,12 +307,12 @@ def _host_path(
             raise UsageError(f"--host-path {host} is not an existing file")
         if ctx.os is not Os.WIN32 and not os.access(host, os.X_OK):
             raise UsageError(f"--host-path {host} is not executable (chmod 755 it)")
-        refuse_shared_location("the host", str(host), ctx)
+        refuse_shared_location("the host", str(host), ctx, options.scope)
         return str(host), None, None
     if ctx.frozen:
-        refuse_shared_location("this executable", ctx.executable, ctx)
+        refuse_shared_location("this executable", ctx.executable, ctx, options.scope)
         return ctx.executable, None, None
-    refuse_shared_location("the interpreter", ctx.executable, ctx)
+    refuse_shared_location("the interpreter", ctx.executable, ctx, options.scope)
     seen = ctx.describe_interpreter(ctx.executable, ctx.env)
     risk = interpreter.classify(seen)
     if risk is not None:
@@ -360,18 +360,33 @@ def _host_path(
     return str(launcher), write, image
 
 
-def refuse_shared_location(what: str, path: str, ctx: Environment) -> None:
+FOR_EVERY_USER = (
+    "refusing to register {what} ({path}) for every user of this machine: {problem}, so "
+    "another user could make every user's browser run their program. Fix: put it where "
+    "only root (an administrator) can change it, as the system packages do: the tarball "
+    'extracted into /opt by root (docs/install.md, "For administrators")'
+)
+"""The system scope's refusal: every user's browser runs the host, and run by root the
+rule accepts root's files and folders only (issue 31)."""
+
+
+def refuse_shared_location(
+    what: str, path: str, ctx: Environment, scope: Scope = Scope.USER
+) -> None:
     """InstallError when another user could change `path` (what the manifest would run),
     saying which file or folder and the fix (host_location.py: doctor's rule too). A
     plan for another system (the tests') names paths this one cannot judge."""
     if ctx.os is not locations.normalize_platform(sys.platform):
         return
     problem = host_location.refusal(path, ctx.env)
-    if problem is not None:
-        raise InstallError(
-            f"refusing to register {what} ({path}): {problem}, so another user could make "
-            f"the browser run their program as you. Fix: {host_location.fix(problem)}"
-        )
+    if problem is None:
+        return
+    if scope is Scope.SYSTEM:
+        raise InstallError(FOR_EVERY_USER.format(what=what, path=path, problem=problem))
+    raise InstallError(
+        f"refusing to register {what} ({path}): {problem}, so another user could make "
+        f"the browser run their program as you. Fix: {host_location.fix(problem)}"
+    )
 
 
 def _config_write(options: InstallOptions, ctx: Environment, warnings: list[str]) -> tuple[
