@@ -6,6 +6,7 @@ policy keys through a fake registry (only Linux runs here), and `doctor`'s findi
 from __future__ import annotations
 
 import json
+import platform
 import plistlib
 import sys
 from pathlib import Path, PurePath
@@ -13,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from native_host import HOST_NAME, OFFICIAL_EXTENSION_ID
+from native_host import HOST_NAME, OFFICIAL_EXTENSION_ID, __version__
 from native_host.install import doctor as doc
 from native_host.install import managed_policy as mp
 from native_host.install.locations import Os, RegistryKey
@@ -24,6 +25,7 @@ pytestmark = pytest.mark.process
 OFFICIAL = f"chrome-extension://{OFFICIAL_EXTENSION_ID}/"
 BLOCKED = '"Access to the native messaging host was disabled by the system administrator."'
 NOT_FOUND = '"Specified native messaging host not found."'
+MANIFEST = f"{HOST_NAME}.json"
 
 
 def settings(**values: Any) -> mp.Settings:
@@ -197,18 +199,48 @@ def test_doctor_with_user_level_hosts_off_ignores_the_user_manifest(
     root = tmp_path / "root"
     write_json_policy(root, "/etc/opt/chrome/policies/managed", "p.json", {mp.USER_LEVEL: False})
     found = checks(run_doctor(env, root))
+    user_level = Path(env["HOME"]) / ".config/google-chrome/NativeMessagingHosts" / MANIFEST
     assert found["managed policy"].status is doc.Status.FAIL
     assert found["managed policy"].symptom == NOT_FOUND
-    assert "--scope system" in found["managed policy"].hint
+    # The fix names what to install: the release tarball, extracted by root, registered
+    # for every user by its own install (docs/install.md, "For administrators").
+    everyone = (
+        f"as root, extract pedelec-native-host-{__version__}-linux-{platform.machine()}.tar.gz "
+        "into /opt and run `sudo /opt/pedelec-native-host/pedelec-native-host install "
+        "--scope system`"
+    )
+    assert found["managed policy"].hint.startswith(everyone + "; or ask your administrator")
     assert found["manifest present"].status is doc.Status.FAIL
-    assert "user-level manifests ignored by policy" in found["manifest present"].detail
+    assert found["manifest present"].detail.endswith(
+        f"; user-level manifests ignored by policy: {user_level}"
+    )
+    assert found["manifest present"].hint == everyone
     # A system-level manifest is what such a browser loads: then all is well.
     write_manifest(root / "etc/opt/chrome/native-messaging-hosts", user_manifest)
     found = checks(run_doctor(env, root))
     assert found["managed policy"].status is doc.Status.OK
     assert found["manifest present"].status is doc.Status.OK
-    assert "etc/opt/chrome/native-messaging-hosts" in found["manifest present"].detail
+    system = root / "etc/opt/chrome/native-messaging-hosts" / MANIFEST
+    assert found["manifest present"].detail == (
+        f"{system} (system level: the one chrome loads; ignores {user_level}: "
+        "user-level hosts are off by policy)"
+    )
     assert found["host answers ping"].status is doc.Status.OK
+
+
+def test_doctor_names_the_macos_system_package_when_user_level_hosts_are_off(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    root = tmp_path / "root"
+    prefs = root / "Library/Managed Preferences"
+    prefs.mkdir(parents=True)
+    (prefs / "com.google.Chrome.plist").write_bytes(plistlib.dumps({mp.USER_LEVEL: False}))
+    found = checks(run_doctor(env, root, platform="darwin"))
+    assert found["managed policy"].status is doc.Status.FAIL
+    assert found["managed policy"].hint.startswith(
+        "install the system package as an administrator: `sudo installer -pkg "
+        f"pedelec-native-host-{__version__}-system.pkg -target /`; or "
+    )
 
 
 def test_doctor_reads_windows_policy_keys(
@@ -231,3 +263,102 @@ def test_doctor_reads_windows_policy_keys(
     assert found["managed policy"].status is doc.Status.FAIL
     assert rf"HKLM\SOFTWARE\Policies\Google\Chrome\{mp.BLOCKLIST}" in found["managed policy"].detail
     assert found["manifest present"].status is doc.Status.OK
+
+
+# --- Windows: the per-user and the per-machine MSI under NativeMessagingUserLevelHosts ----------
+CHROME_HOST_KEY = rf"Software\Google\Chrome\NativeMessagingHosts\{HOST_NAME}"
+POLICY_KEY = RegistryKey("HKLM", r"SOFTWARE\Policies\Google\Chrome")
+INSTALLER_KEY = r"Software\pedelec-native-host\Installer"
+
+
+def msi_install(folder: Path) -> tuple[Path, Path]:
+    """An MSI's folder: the host answering ping, its manifest beside it."""
+    folder.mkdir(parents=True)
+    host = folder / "pedelec-native-host.exe"
+    host.write_text(f"#!{sys.executable}\n{ECHO_HOST}")
+    host.chmod(0o755)
+    write_manifest(folder, host)
+    return host, folder / MANIFEST
+
+
+@pytest.fixture
+def msis(tmp_path: Path) -> dict[str, tuple[Path, Path]]:
+    return {
+        "user": msi_install(tmp_path / "user" / "Programs" / "pedelec-native-host"),
+        "machine": msi_install(tmp_path / "Program Files" / "pedelec-native-host"),
+    }
+
+
+def windows_doctor(
+    tmp_path: Path,
+    env: dict[str, str],
+    installed: dict[str, Path],
+    policy: dict[str, object],
+    running: Path,
+) -> dict[str, doc.Finding]:
+    """Doctor for Chrome on Windows with the given MSIs installed (`installed`: scope ->
+    install folder; each registers its manifest and remembers its folder, as the MSIs
+    do) and the machine's Chrome policy key."""
+    hives = {"user": "HKCU", "machine": "HKLM"}
+    registry = FakeRegistry({
+        RegistryKey(hives[scope], CHROME_HOST_KEY): str(folder / MANIFEST)
+        for scope, folder in installed.items()
+    })  # fmt: skip
+    values: dict[RegistryKey, dict[str, object]] = {POLICY_KEY: policy}
+    for scope, folder in installed.items():
+        values[RegistryKey(hives[scope], INSTALLER_KEY)] = {"InstallDir": f"{folder}/"}
+    doctor = doc.Doctor(
+        "win32", dict(env, LOCALAPPDATA=str(tmp_path / "local")), PurePath(env["HOME"]),
+        registry_factory=lambda: registry,
+        policy_registry_factory=lambda: FakePolicyRegistry(values), bundle=running,
+    )  # fmt: skip
+    return checks([f for f in doc.diagnose(doctor, ["chrome"], []) if f.subject == "chrome"])
+
+
+def test_the_per_user_msi_alone_is_ignored_by_policy_and_doctor_names_the_per_machine_one(
+    tmp_path: Path, env: dict[str, str], msis: dict[str, tuple[Path, Path]]
+) -> None:
+    host, manifest = msis["user"]
+    found = windows_doctor(tmp_path, env, {"user": host.parent}, {mp.USER_LEVEL: 0}, running=host)
+    policy = found["managed policy"]
+    assert policy.status is doc.Status.FAIL and policy.symptom == NOT_FOUND
+    assert rf"{mp.USER_LEVEL} is false (HKLM\SOFTWARE\Policies\Google\Chrome)" in policy.detail
+    machine_msi = f"`msiexec /i pedelec-native-host-{__version__}-x64-machine.msi /qn`"
+    assert machine_msi in policy.hint and "as an administrator" in policy.hint
+    present = found["manifest present"]
+    assert present.status is doc.Status.FAIL and present.hint.endswith(machine_msi)
+    assert present.detail.endswith(
+        "; user-level manifests ignored by policy: "
+        f"HKCU\\{CHROME_HOST_KEY} (32-bit view) -> {manifest}"
+    )
+
+
+def test_with_both_msis_the_policy_decides_which_one_chrome_loads_and_doctor_says_so(
+    tmp_path: Path, env: dict[str, str], msis: dict[str, tuple[Path, Path]]
+) -> None:
+    """Same version installed per user and per machine: Chrome reads HKCU first unless
+    the policy turns user-level hosts off; doctor, run from either executable, calls the
+    other's host one of this package's own."""
+    (user_host, user_manifest), (machine_host, machine_manifest) = msis["user"], msis["machine"]
+    both = {"user": user_host.parent, "machine": machine_host.parent}
+
+    found = windows_doctor(tmp_path, env, both, {mp.USER_LEVEL: 0}, running=user_host)
+    assert found["managed policy"].status is doc.Status.OK
+    present = found["manifest present"]
+    assert present.status is doc.Status.OK
+    assert present.detail == (
+        f"HKLM\\{CHROME_HOST_KEY} -> {machine_manifest} (per-machine: the one chrome loads; "
+        f"ignores HKCU\\{CHROME_HOST_KEY} (32-bit view) -> {user_manifest}: user-level hosts "
+        "are off by policy)"
+    )
+    registered = found["host registered"]
+    assert registered.status is doc.Status.OK
+    assert registered.detail == f"the per-machine MSI's host ({machine_host})"
+    assert found["host answers ping"].status is doc.Status.OK
+
+    found = windows_doctor(tmp_path, env, both, {}, running=machine_host)
+    present = found["manifest present"]
+    assert present.status is doc.Status.OK and f"-> {user_manifest}" in present.detail
+    assert "per-machine" not in present.detail and f"-> {machine_manifest}" in present.detail
+    registered = found["host registered"]
+    assert registered.detail == f"the per-user MSI's host ({user_host})"

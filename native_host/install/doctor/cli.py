@@ -14,13 +14,13 @@ import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path, PurePath
+from pathlib import Path, PurePath, PureWindowsPath
 from typing import TextIO
 
 from native_host.install import locations
 from native_host.install.cli import USAGE_ERROR, add_user_data_dir_option
 from native_host.install.doctor import core_side, extensions, manifests, sandbox, selftest
-from native_host.install.doctor.browser_policy import policy_findings, read_policy
+from native_host.install.doctor.browser_policy import policy_findings, read_policy, system_install
 from native_host.install.doctor.report import NOT_FOUND, Finding, Status, exit_status, render
 from native_host.install.locations import BrowserRow, Os, Sandbox, Scope, Target
 from native_host.install.managed_policy import Permission, PolicyReader, PolicyRegistry
@@ -209,8 +209,29 @@ class Doctor:
         registered = self._lookup().find(self._order(row), user_level)
         if policy is not None:
             system = registered is not None and registered.target.scope is Scope.SYSTEM
-            self.add(*policy_findings(row.name, policy[0], policy[1], system))
+            everyone = system_install(self.os)
+            self.add(*policy_findings(row.name, policy[0], policy[1], system, everyone))
         self._check_manifest(row.name, self._order(row), _install_hint(row), row, user_level)
+
+    def msi_folders(self) -> list[tuple[str, Path]]:
+        """Where the per-user and per-machine MSIs say they installed their files
+        (Windows; each remembers its folder in the registry): a host there is one of
+        this package's own, whichever of the two the browser loads."""
+        if self.os is not Os.WIN32:
+            return []
+        factory = self.policy_registry_factory or WindowsRegistry
+        registry = factory()
+        found = []
+        for label, key in manifests.MSI_FOLDERS:
+            folder = (registry.read_values(key) or {}).get(manifests.MSI_FOLDER_VALUE)
+            if isinstance(folder, str) and folder:
+                found.append((label, as_local(PureWindowsPath(folder))))
+        return found
+
+    def _ignored(self, order: Sequence[Target]) -> list[str]:
+        """The user-level registrations a policy makes the browser pass over."""
+        found = self._lookup().find([t for t in order if t.scope is Scope.USER])
+        return [] if found is None else [found.where, *found.shadowed]
 
     def check_profile(self, directory: Path) -> None:
         target = locations.custom_target(directory.absolute())
@@ -238,30 +259,41 @@ class Doctor:
         row: BrowserRow | None,
         user_level: bool,
     ) -> None:
-        """Manifest present, parsed, table checks, host identity, then the self-test."""
-        fix = f"run `{install_hint}`"
+        """Manifest present, parsed, table checks, host identity, then the self-test.
+        With user-level hosts off by policy, the user-level registrations passed over
+        are named, and the fix is a system-level install."""
+        fix = f"run `{install_hint}`" if user_level else system_install(self.os)
         registered = self._lookup().find(order, user_level)
+        ignored = [] if user_level else self._ignored(order)
         if registered is None:
             looked = ", ".join(
                 str(t.registry_key) if t.registry_key else str(self._lookup().local(t))
                 for t in order
                 if user_level or t.scope is not Scope.USER
             )
-            ignored = "" if user_level else "; user-level manifests ignored by policy"
+            passed_over = "" if user_level else "; user-level manifests ignored by policy"
+            if ignored:
+                passed_over += f": {', '.join(ignored)}"
             self.add(
                 Finding(
                     Status.FAIL,
                     subject,
                     "manifest present",
-                    f"none (looked in {looked}){ignored}",
+                    f"none (looked in {looked}){passed_over}",
                     fix,
                     NOT_FOUND,
                 )
             )
             return
-        detail = registered.where + (
-            f" (shadows {', '.join(registered.shadowed)})" if registered.shadowed else ""
-        )
+        notes = []
+        if registered.target.scope is Scope.SYSTEM:
+            level = "per-machine" if self.os is Os.WIN32 else "system level"
+            notes.append(f"{level}: the one {subject} loads")
+        if ignored:
+            notes.append(f"ignores {', '.join(ignored)}: user-level hosts are off by policy")
+        if registered.shadowed:
+            notes.append(f"shadows {', '.join(registered.shadowed)}")
+        detail = registered.where + (f" ({'; '.join(notes)})" if notes else "")
         data, why = manifests.read_manifest(registered.path)
         if data is None and why == "file missing":
             self.add(
@@ -294,11 +326,11 @@ class Doctor:
         )
         self._loaded[subject] = ctx
         desktop = locations.desktop_host_paths(self.platform, self.env, self.home)
-        self.add(
-            manifests.host_identity(
-                subject, registered, ctx.host_path, self.record, desktop, install_hint, self.bundle
-            )
-        )
+        identity = manifests.host_identity(
+            subject, registered, ctx.host_path, self.record, desktop, install_hint,
+            self.bundle, self.msi_folders(),
+        )  # fmt: skip
+        self.add(identity)
         table, passed = manifests.run_manifest_table(subject, ctx)
         self.add(*table)
         # A host another user could have swapped is never started: that would run their

@@ -21,7 +21,7 @@ from native_host.install.doctor.report import (
     Finding,
     Status,
 )
-from native_host.install.locations import REGISTRY_VIEWS, Os, Scope, Target
+from native_host.install.locations import REGISTRY_VIEWS, Os, RegistryKey, Scope, Target
 from native_host.install.plan import as_local, sha256
 from native_host.install.record import InstallRecord
 from native_host.install.registry import Registry
@@ -285,6 +285,21 @@ def same_path(a: PurePath | str, b: PurePath | str) -> bool:
     return os.path.normcase(os.path.abspath(a)) == os.path.normcase(os.path.abspath(b))
 
 
+MSI_FOLDERS = (
+    ("per-user MSI", RegistryKey("HKCU", r"Software\pedelec-native-host\Installer")),
+    ("per-machine MSI", RegistryKey("HKLM", r"Software\pedelec-native-host\Installer")),
+)
+"""Where each Windows package remembers its install folder (packaging/windows/
+msi_document.py, `SCOPES`: its hive, `COMPONENTS_KEY`, `REMEMBERED_FOLDER`)."""
+MSI_FOLDER_VALUE = "InstallDir"
+
+
+def _inside(host: PurePath, folder: PurePath) -> bool:
+    """`host` is in `folder` or below it, as this OS compares names."""
+    host_name, folder_name = (os.path.normcase(os.path.abspath(p)) for p in (host, folder))
+    return host_name.startswith(folder_name.rstrip(os.sep) + os.sep)
+
+
 def host_identity(
     subject: str,
     registered: Registered,
@@ -293,12 +308,17 @@ def host_identity(
     desktop_hosts: Sequence[PurePath],
     install_hint: str,
     bundle: PurePath | None = None,
+    packaged: Sequence[tuple[str, PurePath]] = (),
 ) -> Finding:
     """Which host this browser will start: this one (what `install` wrote, or the
-    bundle running doctor: the MSI's registration), Pedelec Desktop's, or another."""
+    bundle running doctor: the MSI's registration), one of this package's MSIs'
+    (`packaged`: label and install folder), Pedelec Desktop's, or another."""
     check = "host registered"
     if host is not None and bundle is not None and same_path(host, bundle):
         return Finding(Status.OK, subject, check, f"this host ({host}, which runs this doctor)")
+    for label, folder in packaged:
+        if host is not None and _inside(host, folder):
+            return Finding(Status.OK, subject, check, f"the {label}'s host ({host})")
     try:
         content = registered.path.read_bytes()[:MAX_MANIFEST_BYTES]
     except OSError:
