@@ -35,6 +35,10 @@ def distribution(version: str = "1.2.3", machine: str = "arm64") -> ET.Element:
     return ET.fromstring(pkg_plan.distribution_xml(version, machine))
 
 
+def distribution_of(scope: object) -> ET.Element:
+    return ET.fromstring(pkg_plan.distribution_xml("1.2.3", "arm64", scope))
+
+
 def test_the_package_installs_only_into_the_users_home() -> None:
     domains = distribution().find("domains")
     assert domains is not None
@@ -86,6 +90,51 @@ def test_the_bundle_lands_in_the_hosts_own_folder_but_not_on_it() -> None:
 def test_the_output_names() -> None:
     assert pkg_plan.pkg_name("0.1.0") == "pedelec-native-host-0.1.0.pkg"
     assert pkg_plan.pkg_name("0.1.0") != pkg_plan.COMPONENT_NAME
+    assert pkg_plan.pkg_name("0.1.0", pkg_plan.SYSTEM) == "pedelec-native-host-0.1.0-system.pkg"
+    names = [n for s in pkg_plan.SCOPES for n in (pkg_plan.pkg_name("0.1.0", s), s.component_name)]
+    assert len(set(names)) == 4
+
+
+# --- the macOS system package (issue 31) ----------------------------------------------------
+def test_the_system_package_installs_only_into_the_local_system() -> None:
+    root = distribution_of(pkg_plan.SYSTEM)
+    domains = root.find("domains")
+    assert domains is not None
+    assert domains.attrib == {
+        "enable_anywhere": "false",
+        "enable_currentUserHome": "false",
+        "enable_localSystem": "true",
+    }
+    (component,) = root.findall("pkg-ref")
+    assert component.get("id") == "cc.isaaclin.pedelec.native-host.system"
+    assert component.text == pkg_plan.SYSTEM.component_name
+    title = root.find("title")
+    assert title is not None and title.text == f"{pkg_plan.TITLE} (every user) 1.2.3"
+
+
+def test_the_two_packages_have_receipts_of_their_own() -> None:
+    """Installer keeps a receipt per identifier: one package's upgrade or `pkgutil
+    --forget` leaves the other's alone, and both can be installed at once."""
+    assert pkg_plan.USER.identifier == pkg_plan.IDENTIFIER
+    assert pkg_plan.SYSTEM.identifier != pkg_plan.USER.identifier
+
+
+def test_the_system_postinstall_registers_for_every_user_with_the_bundles_own_install() -> None:
+    script = pkg_plan.postinstall_script(pkg_plan.SYSTEM)
+    assert script.startswith("#!/bin/sh\n")
+    assert f'expected="${{3%/}}{pkg_plan.INSTALL_LOCATION}"' in script
+    assert script.rstrip().endswith(
+        f'exec "$destination/{pkg_plan.EXECUTABLE}" install --scope system --browser all'
+    )
+
+
+def test_doctor_names_the_system_package_this_script_builds() -> None:
+    """What doctor tells a user whose browser ignores per-user hosts to install."""
+    from native_host.install.doctor.browser_policy import system_install
+    from native_host.install.locations import Os
+
+    named = system_install(Os.DARWIN, "0.1.0")
+    assert f"sudo installer -pkg {pkg_plan.pkg_name('0.1.0', pkg_plan.SYSTEM)} -target /" in named
 
 
 def test_postinstall_expects_the_payload_where_pkgbuild_puts_it() -> None:

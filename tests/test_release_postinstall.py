@@ -1,12 +1,16 @@
-"""The macOS package's `postinstall` (packaging/macos/pkg_plan.py), run by a real POSIX
-sh as Installer runs it: it registers the host it was installed with, from the home the
-payload went into, and refuses any other install. (Installer itself, and the macOS sh,
-run only on the release workflow's macOS runner.)"""
+"""The macOS packages' `postinstall` (packaging/macos/pkg_plan.py), run by a real POSIX
+sh as Installer runs it: the per-user one registers the host it was installed with, from
+the home the payload went into, and refuses any other install; the system one registers
+it for every user, as root, from the system's own folder, and refuses anything else.
+(Installer itself, and the macOS sh, run only on the release workflow's macOS runner.)"""
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -100,4 +104,79 @@ def test_it_refuses_to_register_into_another_users_home(tmp_path: Path) -> None:
     done = postinstall(tmp_path, str(destination))
     assert done.returncode == 1
     assert f"in {home}, which is another user's home" in done.stderr
+    assert not record.exists()
+
+
+# --- the system package (issue 31) ----------------------------------------------------------
+@pytest.fixture
+def target() -> Iterator[Path]:
+    """A volume's root every user can read (the test may run the script as another)."""
+    folder = Path(tempfile.mkdtemp(prefix="pedelec-volume "))
+    folder.chmod(0o755)
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder)
+
+
+def system_payload(target: Path) -> tuple[Path, Path]:
+    """The payload where Installer puts it on `target`: the 'host' records its
+    arguments and the state folder it was given."""
+    destination = target / pkg_plan.INSTALL_LOCATION.lstrip("/")
+    destination.mkdir(parents=True)
+    record = target / "ran.txt"
+    host = destination / pkg_plan.EXECUTABLE
+    host.write_text(f'#!/bin/sh\nprintf "%s|" "$PEDELEC_NATIVE_HOST_STATE_DIR" "$@" > "{record}"\n')
+    for path in [target, *target.rglob("*")]:
+        path.chmod(0o755)
+    return destination, record
+
+
+def system_postinstall(
+    target: Path, destination: str, user: int | None = None
+) -> subprocess.CompletedProcess[str]:
+    script = target / "postinstall"
+    script.write_text(pkg_plan.postinstall_script(pkg_plan.SYSTEM))
+    script.chmod(0o755)
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": "/var/empty"}
+    return subprocess.run(
+        ["/bin/sh", str(script), str(target / "x.pkg"), destination, f"{target}/", "/"],
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, env=env, timeout=60,
+        check=False, user=user,
+    )  # fmt: skip
+
+
+def test_the_system_package_registers_for_every_user_as_root(target: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("Installer runs the system package's postinstall as root (CI is root)")
+    destination, record = system_payload(target)
+    done = system_postinstall(target, f"{destination}/")
+    assert done.returncode == 0, done.stderr
+    state = target / pkg_plan.HOME_PREFIX
+    assert record.read_text() == f"{state}|install|--scope|system|--browser|all|"
+
+
+def test_the_system_package_refuses_to_register_unless_run_as_root(target: Path) -> None:
+    """Run as another user (or, without root to become one, as this one), it stops
+    before the host runs: only root can write the browsers' system folders."""
+    destination, record = system_payload(target)
+    as_other = os.geteuid() == 0
+    done = system_postinstall(target, str(destination), user=OTHER_UID if as_other else None)
+    assert done.returncode == 1
+    assert "install it as an administrator" in done.stderr
+    assert not record.exists()
+
+
+@pytest.mark.parametrize("where", ["home", "elsewhere"])
+def test_the_system_package_refuses_a_payload_anywhere_else(target: Path, where: str) -> None:
+    """A payload that Installer put anywhere but the system folder of the target (a
+    home install of this package, or a relocated one) is not registered."""
+    destination, record = system_payload(target)
+    other = {
+        "home": target / "Users" / "ann" / pkg_plan.INSTALL_LOCATION.lstrip("/"),
+        "elsewhere": target / "Applications" / "pedelec-native-host",
+    }[where]
+    done = system_postinstall(target, str(other))
+    assert done.returncode == 1
+    assert f"goes to {destination}, not {other}" in done.stderr
     assert not record.exists()

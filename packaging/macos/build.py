@@ -1,12 +1,14 @@
-"""Build the macOS host and its per-user installer package from this tree (on macOS):
+"""Build the macOS host and its two installer packages from this tree (on macOS):
 
     python3 packaging/macos/build.py [--out DIR] [--work DIR]
 
-writes DIR/pedelec-native-host/ (the PyInstaller onedir bundle) and exactly one
-DIR/pedelec-native-host-<version>.pkg (DIR defaults to dist/macos), built with Apple's
-`pkgbuild` and `productbuild`. The package is unsigned (docs/install.md, "Release
-artifacts", says what that costs a user). What it installs and how it registers the host
-is pkg_plan.py's; this script only runs the tools.
+writes DIR/pedelec-native-host/ (the PyInstaller onedir bundle) and exactly two packages
+of it (DIR defaults to dist/macos), built with Apple's `pkgbuild` and `productbuild`:
+DIR/pedelec-native-host-<version>.pkg, for the user who installs it, and
+DIR/pedelec-native-host-<version>-system.pkg, for every user of the machine (an
+administrator's). They are unsigned (docs/install.md, "Release artifacts", says what that
+costs a user). What each installs and how it registers the host is pkg_plan.py's
+(`SCOPES`); this script only runs the tools.
 """
 
 from __future__ import annotations
@@ -44,43 +46,46 @@ def component_plist(bundle: Path, work: Path) -> Path:
     return pinned
 
 
-def scripts(work: Path) -> Path:
-    """The folder pkgbuild takes its scripts from: `postinstall` alone, executable."""
-    folder = work / "scripts"
+def scripts(work: Path, scope: pkg_plan.PkgScope) -> Path:
+    """The folder pkgbuild takes a package's scripts from: `postinstall` alone,
+    executable."""
+    folder = work / f"scripts-{scope.identifier}"
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     script = folder / "postinstall"
-    script.write_text(pkg_plan.postinstall_script(), encoding="utf-8")
+    script.write_text(pkg_plan.postinstall_script(scope), encoding="utf-8")
     script.chmod(0o755)
     return folder
 
 
-def package(bundle: Path, out: Path, work: Path, version: str) -> Path:
-    """The component package of `bundle` (in `work`), then the product archive in `out`.
-    Every payload file is dated SOURCE_DATE_EPOCH first: pkgbuild records each file's
-    time in the payload and its bill of materials (what else it and productbuild date,
-    the xar table of contents among it, only a macOS runner can show)."""
-    archives.date_tree(bundle, archives.source_date_epoch())
-    component = work / pkg_plan.COMPONENT_NAME
+def package(
+    bundle: Path, out: Path, work: Path, version: str, scope: pkg_plan.PkgScope, plist: Path
+) -> Path:
+    """The component package of `bundle` (in a folder of `work` of its own, where
+    productbuild finds it alone), then the product archive in `out`."""
+    components = work / f"components-{scope.identifier}"
+    shutil.rmtree(components, ignore_errors=True)
+    components.mkdir(parents=True)
     steps.run([
-        "pkgbuild", "--root", bundle, "--component-plist", component_plist(bundle, work),
-        "--identifier", pkg_plan.IDENTIFIER, "--version", version,
-        "--install-location", pkg_plan.INSTALL_LOCATION, "--scripts", scripts(work),
-        component,
+        "pkgbuild", "--root", bundle, "--component-plist", plist,
+        "--identifier", scope.identifier, "--version", version,
+        "--install-location", pkg_plan.INSTALL_LOCATION, "--scripts", scripts(work, scope),
+        components / scope.component_name,
     ])  # fmt: skip
-    distribution = work / "distribution.xml"
+    distribution = work / f"distribution-{scope.identifier}.xml"
     distribution.write_text(
-        pkg_plan.distribution_xml(version, platform.machine()), encoding="utf-8"
+        pkg_plan.distribution_xml(version, platform.machine(), scope), encoding="utf-8"
     )
-    product = out / pkg_plan.pkg_name(version)
+    product = out / pkg_plan.pkg_name(version, scope)
     steps.run([
-        "productbuild", "--distribution", distribution, "--package-path", work, product,
+        "productbuild", "--distribution", distribution, "--package-path", components, product,
     ])  # fmt: skip
     return product
 
 
 def build(out: Path, work: Path) -> Path:
-    """The bundle and the package, built in `work`; returns the package's path."""
+    """The bundle and both packages, built in `work`; returns the per-user package's
+    path (the system one is beside it)."""
     if SYSTEM != "darwin":
         raise steps.BuildError(f"the macOS package is built on macOS, not {SYSTEM}")
     missing = [tool for tool in TOOLS if shutil.which(tool) is None]
@@ -93,10 +98,18 @@ def build(out: Path, work: Path) -> Path:
     executable = frozen.build_bundle(out, work / "pyinstaller")
     for old in out.glob("*.pkg"):
         old.unlink()
-    print(f"-- {pkg_plan.pkg_name(version)} (pkgbuild, productbuild)", flush=True)
-    product = package(executable.parent, out, work, version)
-    print(f"-- wrote {product} ({product.stat().st_size / 1_048_576:.1f} MiB)", flush=True)
-    return product
+    # Every payload file dated SOURCE_DATE_EPOCH first: pkgbuild records each file's time
+    # in the payload and its bill of materials (what else it and productbuild date, the xar
+    # table of contents among it, only a macOS runner can show).
+    archives.date_tree(executable.parent, archives.source_date_epoch())
+    plist = component_plist(executable.parent, work)
+    products = []
+    for scope in pkg_plan.SCOPES:
+        print(f"-- {pkg_plan.pkg_name(version, scope)} (pkgbuild, productbuild)", flush=True)
+        product = package(executable.parent, out, work, version, scope, plist)
+        print(f"-- wrote {product} ({product.stat().st_size / 1_048_576:.1f} MiB)", flush=True)
+        products.append(product)
+    return products[0]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -23,10 +23,25 @@ What the package does, and why:
   install's own modes (0600 files, 0700 directories), and `uninstall` undoes it. It
   refuses to register into a home that is not the running user's own (a root install
   into another user's home would write root's files there).
+
+The system package (`SYSTEM`, for machines whose browsers ignore per-user hosts under
+`NativeMessagingUserLevelHosts` false; docs/install.md, "For administrators") is the same
+payload in the other domain: the distribution enables only the local system
+(`enable_localSystem`), so Installer asks for an administrator and puts the bundle in
+`/Library/Application Support/pedelec-native-host/bundle`, root's; its `postinstall` runs
+as root and registers it with the bundle's own `install --scope system --browser all`:
+0644 manifests in the browsers' system folders (`/Library/Google/Chrome/
+NativeMessagingHosts`, `/Library/Application Support/Chromium/NativeMessagingHosts`,
+`/Library/Microsoft/Edge/NativeMessagingHosts`, ...: the locations table's system rows),
+which `install` refuses to do for a bundle anyone but root could change. Its install
+record goes beside the bundle, where its `uninstall` finds it. It has a receipt of its
+own (`cc.isaaclin.pedelec.native-host.system`), so each package upgrades and is
+forgotten on its own, and both can be installed at once.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from xml.sax.saxutils import escape, quoteattr
 
 IDENTIFIER = "cc.isaaclin.pedelec.native-host"
@@ -50,36 +65,19 @@ class PlanError(ValueError):
     """Something the package cannot express."""
 
 
-def pkg_name(version: str) -> str:
-    return PKG_NAME.format(version=version)
+@dataclass(frozen=True)
+class PkgScope:
+    """What the per-user and the system package do differently."""
 
-
-def host_architecture(machine: str) -> str:
-    if machine not in ARCHITECTURES:
-        raise PlanError(f"no macOS package for machine {machine!r}; known: {sorted(ARCHITECTURES)}")
-    return ARCHITECTURES[machine]
-
-
-def distribution_xml(version: str, machine: str) -> str:
-    """productbuild's `--distribution`: one hidden choice, the component package, and the
-    current user's home as the only place it can go."""
-    arch = quoteattr(host_architecture(machine))
-    component = escape(COMPONENT_NAME)
-    return f"""<?xml version="1.0" encoding="utf-8"?>
-<installer-gui-script minSpecVersion="2">
-    <title>{escape(f"{TITLE} {version}")}</title>
-    <options customize="never" require-scripts="false" hostArchitectures={arch}/>
-    <domains enable_anywhere="false" enable_currentUserHome="true" enable_localSystem="false"/>
-    <choices-outline>
-        <line choice="default"/>
-    </choices-outline>
-    <choice id="default" visible="false">
-        <pkg-ref id={quoteattr(IDENTIFIER)}/>
-    </choice>
-    <pkg-ref id={quoteattr(IDENTIFIER)} version={quoteattr(version)}
-             onConclusion="none">{component}</pkg-ref>
-</installer-gui-script>
-"""
+    identifier: str
+    """The component package's identifier: its receipt's name (`pkgutil --pkgs`)."""
+    pkg_name: str
+    component_name: str
+    """The `pkgbuild` output `productbuild` wraps (kept out of the release folder)."""
+    current_user_home: bool
+    """The Installer domain: the current user's home, else the local system."""
+    postinstall: str
+    """The script's template (`postinstall_script` fills it in)."""
 
 
 POSTINSTALL = """#!/bin/sh
@@ -111,11 +109,80 @@ export HOME
 exec "$destination/{executable}" install --browser all
 """
 
+SYSTEM_POSTINSTALL = """#!/bin/sh
+# pedelec-native-host's system postinstall (packaging/macos/pkg_plan.py): registers the
+# bundle just installed for every user, in the system folders of every macOS browser of
+# the locations table, by its own `install --scope system`. Installer runs it as root and
+# passes: $1 the package, $2 where the payload went (under the target, the folder
+# "{prefix}/{folder}"), $3 the target volume ("/").
+set -u
+destination=${{2%/}}
+expected="${{3%/}}/{prefix}/{folder}"
+if [ "$destination" != "$expected" ]; then
+    echo "pedelec-native-host: the system package goes to $expected, not $destination" >&2
+    exit 1
+fi
+if [ "$(id -u)" != 0 ]; then
+    echo "pedelec-native-host: the system package registers the host for every user:" \\
+        "install it as an administrator (sudo installer -pkg <package> -target /)" >&2
+    exit 1
+fi
+# The install record beside the bundle: `uninstall` run with the same folder finds it.
+PEDELEC_NATIVE_HOST_STATE_DIR="${{3%/}}/{prefix}"
+export PEDELEC_NATIVE_HOST_STATE_DIR
+exec "$destination/{executable}" install --scope system --browser all
+"""
 
-def postinstall_script() -> str:
+USER = PkgScope(IDENTIFIER, PKG_NAME, COMPONENT_NAME, True, POSTINSTALL)
+SYSTEM = PkgScope(
+    f"{IDENTIFIER}.system",
+    "pedelec-native-host-{version}-system.pkg",
+    "pedelec-native-host-system-component.pkg",
+    False,
+    SYSTEM_POSTINSTALL,
+)
+SCOPES = (USER, SYSTEM)
+"""Both packages, built from one bundle by build.py."""
+
+
+def pkg_name(version: str, scope: PkgScope = USER) -> str:
+    return scope.pkg_name.format(version=version)
+
+
+def host_architecture(machine: str) -> str:
+    if machine not in ARCHITECTURES:
+        raise PlanError(f"no macOS package for machine {machine!r}; known: {sorted(ARCHITECTURES)}")
+    return ARCHITECTURES[machine]
+
+
+def distribution_xml(version: str, machine: str, scope: PkgScope = USER) -> str:
+    """productbuild's `--distribution`: one hidden choice, the component package, and one
+    place it can go: the current user's home, or (the system package) the local system."""
+    arch = quoteattr(host_architecture(machine))
+    component = escape(scope.component_name)
+    home, system = ("true", "false") if scope.current_user_home else ("false", "true")
+    title = TITLE if scope.current_user_home else f"{TITLE} (every user)"
+    return f"""<?xml version="1.0" encoding="utf-8"?>
+<installer-gui-script minSpecVersion="2">
+    <title>{escape(f"{title} {version}")}</title>
+    <options customize="never" require-scripts="false" hostArchitectures={arch}/>
+    <domains enable_anywhere="false" enable_currentUserHome="{home}" enable_localSystem="{system}"/>
+    <choices-outline>
+        <line choice="default"/>
+    </choices-outline>
+    <choice id="default" visible="false">
+        <pkg-ref id={quoteattr(scope.identifier)}/>
+    </choice>
+    <pkg-ref id={quoteattr(scope.identifier)} version={quoteattr(version)}
+             onConclusion="none">{component}</pkg-ref>
+</installer-gui-script>
+"""
+
+
+def postinstall_script(scope: PkgScope = USER) -> str:
     """The component's `postinstall` (POSIX sh: macOS's /bin/sh, and dash where the tests
     run it)."""
-    return POSTINSTALL.format(prefix=HOME_PREFIX, folder=BUNDLE_FOLDER, executable=EXECUTABLE)
+    return scope.postinstall.format(prefix=HOME_PREFIX, folder=BUNDLE_FOLDER, executable=EXECUTABLE)
 
 
 COMPONENT_SETTINGS = {
