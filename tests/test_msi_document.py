@@ -153,3 +153,81 @@ def test_the_product_and_package_codes_are_the_versions_own_in_every_build() -> 
     assert msi_document.product_code(version) == msi_document.product_code(version)
     assert msi_document.product_code("1.0.1") != msi_document.product_code("1.0.0")
     assert msi_document.package_code(version) != msi_document.product_code(version)
+
+
+# --- the per-machine package (issue 31) ------------------------------------------------------
+def machine_parsed() -> ElementTree.Element:
+    product = msi_document.Product("1.2.3", "cc.isaaclin.pedelec.json")
+    text = msi_document.document(
+        product, FILES, "pedelec-native-host", build.host_keys(msi_document.PER_MACHINE), None,
+        "wixl", msi_document.PER_MACHINE,
+    )  # fmt: skip
+    return ElementTree.fromstring(text)
+
+
+def test_the_per_machine_package_installs_into_program_files_and_asks_for_an_administrator() -> (
+    None
+):
+    root = machine_parsed()
+    (package,) = elements(root, "Package")
+    assert package.get("InstallScope") == "perMachine"
+    (product,) = elements(root, "Product")
+    assert (
+        product.get("UpgradeCode") == msi_document.MACHINE_UPGRADE_CODE != msi_document.UPGRADE_CODE
+    )
+    user = msi_document.PER_USER
+    assert product.get("Id") == msi_document.product_code("1.2.3", msi_document.PER_MACHINE)
+    assert product.get("Id") != msi_document.product_code("1.2.3", user), "two products"
+    assert package.get("Id") != msi_document.package_code("1.2.3", user)
+    (condition,) = elements(root, "Condition")
+    assert condition.text == "Privileged" and "administrator" in condition.get("Message", "")
+    (install,) = [d for d in elements(root, "Directory") if d.get("Id") == "INSTALLDIR"]
+    (program_files,) = [d for d in elements(root, "Directory") if install in list(d)]
+    assert program_files.get("Id") == "ProgramFiles64Folder"
+    assert not elements(root, "CustomAction"), "the Desktop's HKCU key is not a machine's"
+
+
+def test_the_per_machine_package_writes_hklm_only_and_shares_no_component() -> None:
+    root = machine_parsed()
+    values = elements(root, "RegistryValue")
+    assert {v.get("Root") for v in values} == {"HKLM"}
+    hosts = {v.get("Key") for v in values if v.get("Key", "").endswith("cc.isaaclin.pedelec")}
+    user_hosts = {k.path for k in build.host_keys()}
+    assert hosts == user_hosts  # the same vendor keys as `install --scope system`
+    assert {k.hive for k in build.host_keys(msi_document.PER_MACHINE)} == {"HKLM"}
+    for component in elements(root, "Component"):
+        assert component.get("Win64") == "yes", component.get("Id")
+        keys = [v for v in component.iter(WIX + "RegistryValue") if v.get("KeyPath") == "yes"]
+        assert len(keys) == 1 and keys[0].get("Root") == "HKLM", component.get("Id")
+    (search,) = elements(root, "RegistrySearch")
+    assert (search.get("Root"), search.get("Win64")) == ("HKLM", "yes")
+    machine = {c.get("Guid") for c in elements(root, "Component")}
+    assert machine.isdisjoint(c.get("Guid") for c in elements(parsed(), "Component"))
+
+
+def test_a_package_refuses_keys_of_the_other_scopes_hive() -> None:
+    product = msi_document.Product("1.2.3", "cc.isaaclin.pedelec.json")
+    with pytest.raises(msi_document.PackageError, match="per-machine package writes HKLM"):
+        msi_document.document(
+            product, FILES, "b", build.host_keys(), None, scope=msi_document.PER_MACHINE
+        )
+    with pytest.raises(msi_document.PackageError, match="per-machine package writes HKLM"):
+        msi_document.document(
+            product, FILES, "b", build.host_keys(msi_document.PER_MACHINE),
+            build.desktop_registration(), scope=msi_document.PER_MACHINE,
+        )  # fmt: skip
+
+
+def test_doctor_knows_the_packages_it_names_and_where_they_remember_their_folder() -> None:
+    """doctor names the per-machine MSI when a policy turns user-level hosts off, and
+    recognises either package's host by the folder it remembers."""
+    from native_host.install.doctor.browser_policy import system_install
+    from native_host.install.doctor.manifests import MSI_FOLDER_VALUE, MSI_FOLDERS
+    from native_host.install.locations import Os
+
+    machine_msi = msi_document.PER_MACHINE.msi_name.format(version="1.2.3")
+    assert f"msiexec /i {machine_msi} /qn" in system_install(Os.WIN32, "1.2.3")
+    assert MSI_FOLDER_VALUE == msi_document.REMEMBERED_FOLDER
+    assert [(key.hive, key.path) for _, key in MSI_FOLDERS] == [
+        (scope.hive, msi_document.COMPONENTS_KEY) for scope in msi_document.SCOPES
+    ]

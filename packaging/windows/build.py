@@ -1,9 +1,11 @@
-"""Build the Windows host and its per-user MSI from this tree:
+"""Build the Windows host and its two MSIs from this tree:
 
     python3 packaging/windows/build.py [--out DIR] [--work DIR]
 
-writes DIR/pedelec-native-host/ (the bundle) and exactly one
-DIR/pedelec-native-host-<version>-x64.msi (DIR defaults to dist/windows). The same script
+writes DIR/pedelec-native-host/ (the bundle) and exactly two MSIs of it (DIR defaults to
+dist/windows): DIR/pedelec-native-host-<version>-x64.msi, installed by a user for
+themselves, and DIR/pedelec-native-host-<version>-x64-machine.msi, installed by an
+administrator for every user (msi_document.py, `SCOPES`). The same script
 runs on this project's Debian CI, where every Windows step runs under Wine, and on a
 Windows runner (.github/workflows/release.yml), where it runs natively; the steps differ
 only by the table `TOOLS`.
@@ -14,8 +16,9 @@ wheel and its dependencies' win_amd64 wheels in `site-packages` (this package it
 `native_host.zip`), compiled to unchecked .pyc files; `pedelec-native-host.exe`
 (launcher.c, windows_calls.c), which runs the interpreter with the
 host's entry point; the sealed start image of a relay start; the manifest naming the
-official extension, its `path` relative to itself. Then the MSI (msi_document.py), with
-the registry keys of the locations table.
+official extension, its `path` relative to itself. Then the MSIs (msi_document.py), with
+the registry keys of the locations table: HKCU's for the per-user package, HKLM's (what
+`install --scope system` writes) for the per-machine one.
 """
 
 from __future__ import annotations
@@ -74,7 +77,6 @@ LEFT_OUT = {
 }
 """Files of the embeddable distribution the bundle does not ship, and why. python.exe is
 used to build the bundle, then removed: pedelec-native-host.exe is its interpreter."""
-MSI_NAME = "pedelec-native-host-{version}-x64.msi"
 
 
 @dataclass(frozen=True)
@@ -270,12 +272,19 @@ def manifest(stage: Path) -> None:
     (stage / MANIFEST).write_bytes(render_manifest(EXECUTABLE, []))
 
 
-def host_keys() -> list[msi_document.HostKey]:
-    """The HKCU keys `install` writes on Windows, from the locations table."""
+INSTALL_SCOPES = {msi_document.PER_USER: Scope.USER, msi_document.PER_MACHINE: Scope.SYSTEM}
+"""Which `install --scope` each package registers as."""
+
+
+def host_keys(
+    scope: msi_document.PackageScope = msi_document.PER_USER,
+) -> list[msi_document.HostKey]:
+    """The keys `install --scope user|system` writes on Windows, from the locations table
+    (HKCU's or HKLM's)."""
     home = PureWindowsPath("C:/Users/user")
-    keys = [t.registry_key for t in locations.targets("win32", {}, home, Scope.USER)]
-    paths = dict.fromkeys(k.path for k in keys if k is not None)
-    return [msi_document.HostKey("HKCU", path) for path in paths]
+    targets = locations.targets("win32", {}, home, INSTALL_SCOPES[scope])
+    keys = [t.registry_key for t in targets if t.registry_key is not None]
+    return [msi_document.HostKey(k.hive, k.path) for k in dict.fromkeys(keys)]
 
 
 def desktop_registration() -> msi_document.DesktopRegistration:
@@ -294,16 +303,19 @@ def bundle_files(bundle: Path) -> list[str]:
                   if p.is_file())  # fmt: skip
 
 
-def package(tools: Tools, windows: Windows, out: Path, bundle: Path, version: str) -> Path:
-    """The MSI of the bundle in `out/<bundle name>`, compiled in `out`."""
+def package(
+    tools: Tools, out: Path, bundle: Path, version: str, scope: msi_document.PackageScope
+) -> Path:
+    """The `scope` MSI of the bundle in `out/<bundle name>`, compiled in `out`."""
     product = msi_document.Product(msi_document.msi_version(version), MANIFEST)
+    desktop = desktop_registration() if scope is msi_document.PER_USER else None
     source = msi_document.document(
-        product, bundle_files(bundle), bundle.name, host_keys(), desktop_registration(),
-        tools.msi,
+        product, bundle_files(bundle), bundle.name, host_keys(scope), desktop, tools.msi,
+        scope,
     )  # fmt: skip
-    wxs = out / "pedelec-native-host.wxs"
+    wxs = out / f"pedelec-native-host-{scope.name}.wxs"
     wxs.write_text(source, encoding="utf-8")
-    msi = out / MSI_NAME.format(version=version)
+    msi = out / scope.msi_name.format(version=version)
     # The cabinet inside the MSI records each file's time; neither wixl nor light takes
     # SOURCE_DATE_EPOCH.
     archives.date_tree(bundle, int(os.environ["SOURCE_DATE_EPOCH"]))
@@ -318,14 +330,15 @@ def package(tools: Tools, windows: Windows, out: Path, bundle: Path, version: st
         steps.run([str(wix / "candle.exe"), "-nologo", "-arch", "x64", wxs.name], cwd=out)
         steps.run([str(wix / "light.exe"), "-nologo", "-o", msi.name,
              wxs.with_suffix(".wixobj").name], cwd=out)  # fmt: skip
-    msi_summary.normalise(msi, msi_document.package_code(product.version),
+    msi_summary.normalise(msi, msi_document.package_code(product.version, scope),
                           int(os.environ["SOURCE_DATE_EPOCH"]))  # fmt: skip
     return msi
 
 
 def build(out: Path, work: Path) -> Path:
-    """The bundle and the MSI, built in `work` (its downloads, Wine prefix and staging
-    kept for the next build); returns the MSI's path."""
+    """The bundle and the MSIs, built in `work` (its downloads, Wine prefix and staging
+    kept for the next build); returns the per-user MSI's path (the per-machine one is
+    beside it)."""
     tools = TOOLS.get(sys.platform)
     if tools is None:
         raise steps.BuildError(f"no Windows build on {sys.platform} (Linux under Wine, or Windows)")
@@ -360,16 +373,19 @@ def build(out: Path, work: Path) -> Path:
     manifest(stage)
     (stage / "python.exe").unlink()
     out.mkdir(parents=True, exist_ok=True)
-    for old in out.glob("*.msi"):
+    for old in [*out.glob("*.msi"), *out.glob("*.wxs")]:
         old.unlink()
     bundle = out / "pedelec-native-host"
     shutil.rmtree(bundle, ignore_errors=True)
     shutil.copytree(stage, bundle)
-    step(f"the MSI ({tools.msi})")
-    msi = package(tools, windows, out, bundle, version)
-    size = msi.stat().st_size / 1_048_576
-    print(f"-- wrote {msi} ({size:.1f} MiB) in {time.monotonic() - started:.0f} s", flush=True)
-    return msi
+    msis = []
+    for scope in msi_document.SCOPES:
+        step(f"the {scope.name} MSI ({tools.msi})")
+        msi = package(tools, out, bundle, version, scope)
+        size = msi.stat().st_size / 1_048_576
+        print(f"-- wrote {msi} ({size:.1f} MiB) in {time.monotonic() - started:.0f} s", flush=True)
+        msis.append(msi)
+    return msis[0]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,10 +1,26 @@
-"""The per-user MSI's WiX source, as a pure function of the bundle's files and the
-registrations to write (packaging/windows/build.py compiles it with Debian's `wixl` or
-with WiX 3 on Windows; both read this subset of WiX 3).
+"""The MSIs' WiX source, as a pure function of the bundle's files, the registrations to
+write and the package's scope (packaging/windows/build.py compiles it with Debian's
+`wixl` or with WiX 3 on Windows; both read this subset of WiX 3).
 
-What the package does, and why:
-- **Per user, no elevation.** `InstallScope="perUser"`, files under
-  `%LOCALAPPDATA%\\Programs\\pedelec-native-host` (the per-user Programs folder).
+Two packages come from one bundle, their differences a table (`PackageScope`:
+`PER_USER`, `PER_MACHINE`):
+- **Per user, no elevation** (`PER_USER`, pedelec-native-host-<version>-x64.msi).
+  `InstallScope="perUser"`, files under `%LOCALAPPDATA%\\Programs\\pedelec-native-host`
+  (the per-user Programs folder), keys and key paths in HKCU.
+- **Per machine, for administrators** (`PER_MACHINE`, ...-x64-machine.msi): for browsers
+  whose policy turns user-level hosts off (`NativeMessagingUserLevelHosts` false: Chromium
+  then reads only HKLM, launch_context_win.cc's FindManifest). `InstallScope="perMachine"`
+  (ALLUSERS=1; the summary's word count without the "no elevation" bit), a launch
+  condition on `Privileged` that says it needs an administrator, files under
+  `%ProgramFiles%\\pedelec-native-host`, keys and key paths in HKLM's 64-bit view. Its own
+  package, not a mode of the per-user one: administrators' tools deploy a per-machine
+  MSI as it is (`msiexec /i <msi> /qn`, Intune's device context, Group Policy assigned to
+  computers, which installs it at startup); a dual-purpose package (ALLUSERS=2 with
+  MSIINSTALLPERUSER) depends on Windows Installer 5 honouring MSIINSTALLPERUSER, which
+  Wine's does not (it installed ALLUSERS=2 per machine), so its per-user mode could not be
+  tested here; and an upgrade code of its own lets both be installed at once, each
+  upgraded and removed on its own (Windows Installer finds related products only in the
+  installing context anyway). Its component GUIDs are its own for the same reason.
 - **Windows Installer's per-user rules.** Every component under the user profile has an
   HKCU registry value as its key path (ICE38), and removes its folder at uninstall (ICE64):
   one component per folder of the bundle, keyed on a value under `COMPONENTS_KEY`. The
@@ -18,7 +34,8 @@ What the package does, and why:
   no stale file: removed after the new one is installed, the older package would leave
   the files of every component the two share), and an older one refuses to replace a
   newer one.
-- **Pedelec Desktop's registration.** The Desktop points the HKCU Chrome key at its own
+- **Pedelec Desktop's registration** (per user only: the Desktop writes HKCU, which a
+  per-machine install leaves alone). The Desktop points the HKCU Chrome key at its own
   host at every foreground start (spec 5.1). Installing takes the keys over, as `install`
   does; uninstalling removes them and, when the Desktop's manifest is still there, points
   the Chrome key back at it, as `uninstall` restores what `install` replaced. A deferred
@@ -27,7 +44,8 @@ What the package does, and why:
   and `reg.exe` are named by their full path in `[System64Folder]`, never looked up in
   the current folder or on PATH.
 - **The same bytes from the same commit.** The product and package codes are derived
-  from the version (`product_code`, `package_code`), not drawn at random; the build then
+  from the version and the package (`product_code`, `package_code`), not drawn at
+  random; the build then
   dates the summary information with SOURCE_DATE_EPOCH (msi_summary.py).
 """
 
@@ -42,14 +60,17 @@ from pathlib import PurePosixPath
 from xml.sax.saxutils import quoteattr
 
 UPGRADE_CODE = "6d0f4b3e-3c1a-4f5e-9b7a-2f0c8d1e5a61"
-"""Every version of this package shares it forever: it is how a newer MSI finds an older."""
+"""Every version of the per-user package shares it forever: it is how a newer MSI finds an
+older."""
+MACHINE_UPGRADE_CODE = "b7c9e2a4-5d61-4f08-8e3b-1a6f0c9d2e74"
+"""The per-machine package's, forever: its own, so the two coexist and upgrade apart."""
 PRODUCT_NAME = "Pedelec native messaging host"
 MANUFACTURER = "Pedelec"
 INSTALL_FOLDER = "pedelec-native-host"
 """The folder under `%LOCALAPPDATA%\\Programs`."""
 COMPONENTS_KEY = r"Software\pedelec-native-host\Installer"
-"""The package's own HKCU key: one value per component (its key path), and the install
-folder it remembers."""
+"""The package's own key, in its scope's hive: one value per component (its key path),
+and the install folder it remembers."""
 REMEMBERED_FOLDER = "InstallDir"
 """The value under `COMPONENTS_KEY` that keeps INSTALLDIR. Windows Installer keeps no
 property given on the command line, and a component keyed on a registry value tells it
@@ -75,6 +96,47 @@ MSI_VERSION = re.compile(r"^(\d{1,3})\.(\d{1,3})\.(\d{1,5})$")
 
 class PackageError(ValueError):
     """Something the MSI cannot express (a version, a file name)."""
+
+
+@dataclass(frozen=True)
+class PackageScope:
+    """Everything the per-user and the per-machine package do differently."""
+
+    name: str
+    install_scope: str
+    """WiX's `Package/@InstallScope`: ALLUSERS and the summary's elevation bit."""
+    upgrade_code: str
+    hive: str
+    """Where the host's keys, the components' key paths and the remembered folder go."""
+    parents: tuple[tuple[str, str], ...]
+    """The folders above INSTALLDIR: (Windows Installer's folder property, name; "" for
+    a system folder itself)."""
+    removed_when_empty: str
+    """A parent folder other programs share, removed at uninstall when empty ("" none)."""
+    guid_role: str
+    """Prefixed to every component's role: the two packages share no component."""
+    needs_elevation: bool
+    """A launch condition on `Privileged`, saying why."""
+    msi_name: str
+
+
+PER_USER = PackageScope(
+    "per-user", "perUser", UPGRADE_CODE, "HKCU",
+    (("LocalAppDataFolder", ""), ("UserProgramsFolder", "Programs")), "UserProgramsFolder",
+    "", False, "pedelec-native-host-{version}-x64.msi",
+)  # fmt: skip
+PER_MACHINE = PackageScope(
+    "per-machine", "perMachine", MACHINE_UPGRADE_CODE, "HKLM",
+    (("ProgramFiles64Folder", ""),), "", "machine:", True,
+    "pedelec-native-host-{version}-x64-machine.msi",
+)  # fmt: skip
+SCOPES = (PER_USER, PER_MACHINE)
+NEEDS_ADMINISTRATOR = (
+    "[ProductName] for every user of this computer installs into Program Files and "
+    "registers the host in HKLM: run it as an administrator (msiexec /i <package> /qn from "
+    "an elevated prompt, Intune, or Group Policy). For yourself alone, install "
+    "pedelec-native-host-[ProductVersion]-x64.msi instead."
+)
 
 
 @dataclass(frozen=True)
@@ -124,19 +186,20 @@ def _identifier(prefix: str, text: str) -> str:
     return f"{readable[: _ID_LIMIT - 17]}_{digest}"
 
 
-def _guid(role: str) -> str:
-    return str(uuid.uuid5(_GUID_NAMESPACE, role)).upper()
+def _guid(role: str, scope: PackageScope = PER_USER) -> str:
+    return str(uuid.uuid5(_GUID_NAMESPACE, scope.guid_role + role)).upper()
 
 
-def product_code(version: str) -> str:
-    """The ProductCode of this package at `version`: one per version, the same in every
-    build of it (a random one would make two builds of one commit differ)."""
-    return _guid(f"product:{version}")
+def product_code(version: str, scope: PackageScope = PER_USER) -> str:
+    """The ProductCode of the `scope` package at `version`: one per version and package,
+    the same in every build of it (a random one would make two builds of one commit
+    differ; the per-user and per-machine packages of one version are two products)."""
+    return _guid(f"product:{version}", scope)
 
 
-def package_code(version: str) -> str:
+def package_code(version: str, scope: PackageScope = PER_USER) -> str:
     """The package code (the summary information's revision number) at `version`."""
-    return _guid(f"package:{version}")
+    return _guid(f"package:{version}", scope)
 
 
 REG = "[System64Folder]reg.exe"
@@ -171,14 +234,19 @@ def document(
     keys: Sequence[HostKey],
     desktop: DesktopRegistration | None,
     compiler: str = "wixl",
+    scope: PackageScope = PER_USER,
 ) -> str:
-    """The WiX source for `compiler` (`wixl` or `wix3`): `files` are the bundle's files
-    (`/`-separated, relative to its root), found under `source_dir` (relative to where
-    the compiler runs: wixl takes only relative sources); `keys` get the manifest's path;
-    `desktop` is given back its key at uninstall."""
+    """The WiX source for `compiler` (`wixl` or `wix3`) of the `scope` package: `files`
+    are the bundle's files (`/`-separated, relative to its root), found under
+    `source_dir` (relative to where the compiler runs: wixl takes only relative
+    sources); `keys` (in the scope's hive) get the manifest's path; `desktop` is given
+    back its key at uninstall."""
     msi_version(product.version)
     if product.manifest not in files:
         raise PackageError(f"the bundle holds no {product.manifest}")
+    strays = [k for k in keys if k.hive != scope.hive]
+    if strays or (desktop is not None and scope.hive != desktop.key.hive):
+        raise PackageError(f"a {scope.name} package writes {scope.hive} only")
     by_folder: dict[str, list[str]] = {folder: [] for folder in folders(files)}
     for name in files:
         parent = str(PurePosixPath(name).parent)
@@ -187,36 +255,52 @@ def document(
     lines = [
         '<?xml version="1.0" encoding="utf-8"?>',
         '<Wix xmlns="http://schemas.microsoft.com/wix/2006/wi">',
-        f"  <Product Id={quoteattr(product_code(product.version))} "
+        f"  <Product Id={quoteattr(product_code(product.version, scope))} "
         f'Name={quoteattr(PRODUCT_NAME)} Language="1033" '
         f"Version={quoteattr(product.version)} Manufacturer={quoteattr(MANUFACTURER)} "
-        f"UpgradeCode={quoteattr(UPGRADE_CODE)}>",
-        f"    <Package Id={quoteattr(package_code(product.version))} "
+        f"UpgradeCode={quoteattr(scope.upgrade_code)}>",
+        f"    <Package Id={quoteattr(package_code(product.version, scope))} "
         f"Description={quoteattr(PRODUCT_NAME)} "
         f'Manufacturer={quoteattr(MANUFACTURER)} InstallerVersion="500" '
-        'Compressed="yes" InstallScope="perUser" />',
+        f'Compressed="yes" InstallScope={quoteattr(scope.install_scope)} />',
+    ]
+    if scope.needs_elevation:
+        lines.append(
+            f"    <Condition Message={quoteattr(NEEDS_ADMINISTRATOR)}>Privileged</Condition>"
+        )
+    lines += [
         '    <MajorUpgrade DowngradeErrorMessage="A newer version of [ProductName] is '
         'already installed." />',
         '    <MediaTemplate EmbedCab="yes" />',
         '    <Property Id="ARPNOMODIFY" Value="1" />',
         '    <Property Id="INSTALLDIR">',
-        f'      <RegistrySearch Id="RememberedInstallDir" Root="HKCU" '
-        f'Key={quoteattr(COMPONENTS_KEY)} Name={quoteattr(REMEMBERED_FOLDER)} Type="raw" />',
+        f'      <RegistrySearch Id="RememberedInstallDir" Root={quoteattr(scope.hive)} '
+        f'Key={quoteattr(COMPONENTS_KEY)} Name={quoteattr(REMEMBERED_FOLDER)} Type="raw" '
+        'Win64="yes" />',
         "    </Property>",
         '    <Directory Id="TARGETDIR" Name="SourceDir">',
-        '      <Directory Id="LocalAppDataFolder">',
-        '        <Directory Id="UserProgramsFolder" Name="Programs">',
-        # The per-user Programs folder may hold other programs: removed only when empty.
-        f'          <Component Id="UserProgramsFolder" Guid={quoteattr(_guid("Programs"))}>',
-        f"            {_key_path('UserProgramsFolder')}",
-        '            <RemoveFolder Id="RemoveUserProgramsFolder" On="uninstall" />',
-        "          </Component>",
     ]
-    components: list[str] = ["UserProgramsFolder"]
-    lines += _folder("", by_folder, source_dir, product, keys, components, indent="          ")
+    components: list[str] = []
+    indent = "      "
+    for folder_id, name in scope.parents:
+        named = f" Name={quoteattr(name)}" if name else ""
+        lines.append(f"{indent}<Directory Id={quoteattr(folder_id)}{named}>")
+        indent += "  "
+        if folder_id == scope.removed_when_empty:
+            # It may hold other programs: removed only when empty.
+            lines += [
+                f"{indent}<Component Id={quoteattr(folder_id)} "
+                f"Guid={quoteattr(_guid(name, scope))}>",
+                f"{indent}  {_key_path(folder_id, scope)}",
+                f'{indent}  <RemoveFolder Id="Remove{folder_id}" On="uninstall" />',
+                f"{indent}</Component>",
+            ]
+            components.append(folder_id)
+    lines += _folder("", by_folder, source_dir, product, keys, components, indent, scope)
+    for _ in scope.parents:
+        indent = indent[:-2]
+        lines.append(f"{indent}</Directory>")
     lines += [
-        "        </Directory>",
-        "      </Directory>",
         "    </Directory>",
         '    <Feature Id="Host" Title="Pedelec native messaging host" Level="1">',
         *(f"      <ComponentRef Id={quoteattr(c)} />" for c in components),
@@ -251,10 +335,10 @@ def _text(value: str) -> str:
     return value.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def _key_path(component: str) -> str:
-    """The HKCU value a component is keyed on (ICE38)."""
+def _key_path(component: str, scope: PackageScope = PER_USER) -> str:
+    """The value a component is keyed on: HKCU per user (ICE38), HKLM per machine."""
     return (
-        f'<RegistryValue Root="HKCU" Key={quoteattr(COMPONENTS_KEY)} '
+        f"<RegistryValue Root={quoteattr(scope.hive)} Key={quoteattr(COMPONENTS_KEY)} "
         f'Name={quoteattr(component)} Type="integer" Value="1" KeyPath="yes" />'
     )
 
@@ -267,6 +351,7 @@ def _folder(
     keys: Sequence[HostKey],
     components: list[str],
     indent: str,
+    scope: PackageScope,
 ) -> list[str]:
     """One `<Directory>` of the bundle: its component (files, key path, folder removal,
     and in the root the host's registry values), then its subfolders."""
@@ -275,17 +360,17 @@ def _folder(
     component = "Bundle" if not folder else _identifier("c_", folder)
     components.append(component)
     inner = indent + "  "
+    guid = _guid("folder:" + folder, scope)
     lines = [
         f"{indent}<Directory Id={quoteattr(directory)} Name={quoteattr(name)}>",
-        f"{inner}<Component Id={quoteattr(component)} Guid={quoteattr(_guid('folder:' + folder))}"
-        ' Win64="yes">',
-        f"{inner}  {_key_path(component)}",
+        f'{inner}<Component Id={quoteattr(component)} Guid={quoteattr(guid)} Win64="yes">',
+        f"{inner}  {_key_path(component, scope)}",
         f"{inner}  <RemoveFolder Id={quoteattr(_identifier('r_', folder or 'root'))} "
         'On="uninstall" />',
     ]
     if not folder:
         lines.append(
-            f'{inner}  <RegistryValue Root="HKCU" Key={quoteattr(COMPONENTS_KEY)} '
+            f"{inner}  <RegistryValue Root={quoteattr(scope.hive)} Key={quoteattr(COMPONENTS_KEY)} "
             f'Name={quoteattr(REMEMBERED_FOLDER)} Type="string" Value="[INSTALLDIR]" />'
         )
     for file in sorted(by_folder[folder]):
@@ -300,15 +385,15 @@ def _folder(
         for key in keys:
             host = _identifier("k_", key.path)
             components.append(host)
+            key_guid = _guid("key:" + key.path, scope)
             lines += [
-                f"{inner}<Component Id={quoteattr(host)} Guid={quoteattr(_guid('key:' + key.path))}"
-                ' Win64="yes">',
+                f'{inner}<Component Id={quoteattr(host)} Guid={quoteattr(key_guid)} Win64="yes">',
                 f"{inner}  <RegistryValue Root={quoteattr(key.hive)} Key={quoteattr(key.path)} "
                 f'Type="string" Value={quoteattr(manifest)} KeyPath="yes" />',
                 f"{inner}</Component>",
             ]
     children = [f for f in by_folder if f and str(PurePosixPath(f).parent) == (folder or ".")]
     for child in children:
-        lines += _folder(child, by_folder, source_dir, product, keys, components, inner)
+        lines += _folder(child, by_folder, source_dir, product, keys, components, inner, scope)
     lines.append(f"{indent}</Directory>")
     return lines
