@@ -6,7 +6,11 @@ Windows Python (tests/support/wine.py starts it under Wine).
                     [--env NAME=VALUE ...]
 
 --registry: the manifest named by HKCU (then HKLM) Software\\Google\\Chrome\\
-NativeMessagingHosts\\NAME, as Chrome looks it up. --manifest: that manifest file.
+NativeMessagingHosts\\NAME, as Chrome looks it up: in each hive the 32-bit registry view,
+then the 64-bit one, and HKLM alone when the machine's (else the user's) Chrome policy
+sets NativeMessagingUserLevelHosts to 0 (Chromium's launch_context_win.cc, FindManifest
+and GetManifestPath; its Windows policy loader reads SOFTWARE\\Policies\\Google\\Chrome,
+HKLM before HKCU). --manifest: that manifest file.
 Either way the command line is `cmd.exe /d /s /c ""<host path>" chrome-extension://<id>/
 --parent-window=0"`, passed to CreateProcess verbatim, with pipes for stdin and stdout and
 the host's folder as the current directory. --command: that exact command line instead
@@ -39,17 +43,42 @@ import winreg
 from collections.abc import Callable
 
 CHROME_HOSTS_KEY = "Software\\Google\\Chrome\\NativeMessagingHosts\\"
+POLICY_KEY = "SOFTWARE\\Policies\\Google\\Chrome"
+USER_LEVEL_HOSTS = "NativeMessagingUserLevelHosts"
+VIEWS = (winreg.KEY_WOW64_32KEY, winreg.KEY_WOW64_64KEY)
+"""Chromium's GetManifestPath: "First check 32-bit registry and then try 64-bit"."""
+
+
+def user_level_hosts_allowed() -> bool:
+    """False when a Chrome policy (the machine's first) sets NativeMessagingUserLevelHosts
+    to 0; Chrome reads a policy only where it is set, so unset means allowed."""
+    for root in (winreg.HKEY_LOCAL_MACHINE, winreg.HKEY_CURRENT_USER):
+        try:
+            with winreg.OpenKey(root, POLICY_KEY) as key:
+                value, kind = winreg.QueryValueEx(key, USER_LEVEL_HOSTS)
+        except OSError:
+            continue
+        if kind == winreg.REG_DWORD:
+            return value != 0
+    return True
 
 
 def manifest_from_registry(name: str) -> str:
-    for root in (winreg.HKEY_CURRENT_USER, winreg.HKEY_LOCAL_MACHINE):
-        try:
-            with winreg.OpenKey(root, CHROME_HOSTS_KEY + name) as key:
-                value, _kind = winreg.QueryValueEx(key, "")
-                return str(value)
-        except OSError:
-            continue
-    raise SystemExit(f"chrome_start: no registry key for {name}")
+    roots = [winreg.HKEY_LOCAL_MACHINE]
+    if user_level_hosts_allowed():
+        roots.insert(0, winreg.HKEY_CURRENT_USER)
+    for root in roots:
+        for view in VIEWS:
+            try:
+                access = winreg.KEY_QUERY_VALUE | view
+                with winreg.OpenKey(root, CHROME_HOSTS_KEY + name, 0, access) as key:
+                    value, _kind = winreg.QueryValueEx(key, "")
+            except OSError:
+                continue
+            if not ntpath.isabs(value):  # Chrome's own words
+                raise SystemExit("Path to native messaging host manifest must be absolute.")
+            return str(value)
+    raise SystemExit(f"Native messaging host {name} is not registered.")
 
 
 def host_path(manifest: str) -> tuple[str, str]:
