@@ -212,9 +212,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.build_pyinstaller:
         print(f"building the PyInstaller onedir bundle under Wine in {PYINSTALLER_BUILD}")
         args.pyinstaller = build_pyinstaller()
-    package = sorted(msi.DIST.glob("*.msi"))
-    if len(package) != 1 or msi.products():
-        print(f"need exactly one MSI in {msi.DIST} and none installed: {msi.BUILD_IT}",
+    package = msi.msi_in(msi.DIST, msi.PER_USER)
+    if package is None or msi.products():
+        print(f"need the per-user MSI in {msi.DIST} and none installed: {msi.BUILD_IT}",
               file=sys.stderr)  # fmt: skip
         return 1
     buckets = Path("/proc/sys/net/ipv4/tcp_max_tw_buckets")
@@ -222,7 +222,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("warning: this network namespace keeps TIME_WAIT sockets: under Wine each one")
         print("  slows the host's peer check, sample after sample (run it as .ci/run does)")
     load = os.getloadavg()[0]
-    print(f"Windows start-up under Wine ({runs} rounds, load {load:.2f}): {package[0].name},")
+    print(f"Windows start-up under Wine ({runs} rounds, load {load:.2f}): {package.name},")
     print("  against bench/relay_host.py run by the lane's Windows CPython with -I -S")
     with tempfile.TemporaryDirectory(dir=LANE.root) as scratch:
         root = Path(scratch)
@@ -243,7 +243,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         subprocess.run(["wineserver", "-p"], env=env, check=False)
         quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
         subprocess.run(["wineboot"], env=env, stdin=subprocess.DEVNULL, check=False, **quiet)
-        installed = msi.install(package[0])
+        installed = msi.install(package)
         if installed.returncode != 0:
             print(f"msiexec /i failed: {installed.stderr!r}", file=sys.stderr)
             return 1
@@ -257,7 +257,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             rows = measure(variants(root, executable, args.pyinstaller), env, runs)
         finally:
             subprocess.run(["wineserver", "-k"], env=env, check=False)
-            msi.uninstall(package[0])
+            msi.uninstall(package)
             # The Wine server makes every socket of its programs, in the network namespace
             # it started in: one left running would serve the next run's from this one.
             subprocess.run(["wineserver", "-k"], env=env, check=False)

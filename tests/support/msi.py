@@ -1,6 +1,7 @@
-"""The per-user MSI on the Windows lane: the package packaging/windows/build.py wrote,
-Wine's `msiexec` installing and removing it, and what Windows itself says about it
-(Windows Installer's own API, the registry read by `winreg`).
+"""The MSIs on the Windows lane: the per-user and the per-machine package
+packaging/windows/build.py wrote, Wine's `msiexec` installing and removing them, and what
+Windows itself says about them (Windows Installer's own API, the registry read by
+`winreg`).
 
 Everything here runs the lane's Windows Python or Wine's programs; the folders are read
 on Linux through the prefix's drive_c.
@@ -37,13 +38,34 @@ INSTALLER_OWN = (
 per-user bookkeeping keys, emptied): not the package's."""
 
 
-def built_msi() -> Path:
-    """The one MSI in dist/windows (a test fails, saying how to build it, when there is
-    none or more than one)."""
-    found = sorted(DIST.glob("*.msi"))
-    if len(found) != 1:
-        pytest.fail(f"expected one MSI in {DIST}, found {len(found)}: {BUILD_IT}", pytrace=False)
-    return found[0]
+PER_USER = "per-user"
+PER_MACHINE = "per-machine"
+MACHINE_INSTALL_DIR = "C:\\Program Files\\pedelec-native-host"
+"""Where the per-machine package installs (%ProgramFiles% of the prefix)."""
+POLICY_KEY = "SOFTWARE\\Policies\\Google\\Chrome"
+USER_LEVEL_HOSTS = "NativeMessagingUserLevelHosts"
+
+
+def package_scope(scope: str) -> Any:
+    """msi_document's `PackageScope` called `scope` (`per-user` or `per-machine`)."""
+    scopes = {s.name: s for s in windows_module("msi_document").SCOPES}
+    return scopes[scope]
+
+
+def msi_in(folder: Path, scope: str) -> Path | None:
+    """The `scope` MSI in `folder` (any version), when there is exactly one."""
+    pattern = package_scope(scope).msi_name.replace("{version}", "*")
+    found = [m for m in folder.glob(pattern) if m.name.count("-") == pattern.count("-")]
+    return found[0] if len(found) == 1 else None
+
+
+def built_msi(scope: str = PER_USER) -> Path:
+    """The `scope` MSI in dist/windows (a test fails, saying how to build it, when there
+    is none or more than one)."""
+    found = msi_in(DIST, scope)
+    if found is None:
+        pytest.fail(f"expected one {scope} MSI in {DIST}: {BUILD_IT}", pytrace=False)
+    return found
 
 
 def msiexec(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[bytes]:
@@ -78,10 +100,10 @@ def install_dir(profile: str) -> str:
     return f"{profile}\\AppData\\Local\\Programs\\pedelec-native-host"
 
 
-def products() -> list[dict[str, str]]:
-    """Every installed product with this package's upgrade code, as Windows Installer
-    lists them (MsiEnumRelatedProductsW): its code and version."""
-    code = windows_module("msi_document").UPGRADE_CODE
+def products(scope: str = PER_USER) -> list[dict[str, str]]:
+    """Every installed product with the `scope` package's upgrade code, as Windows
+    Installer lists them (MsiEnumRelatedProductsW): its code and version."""
+    code = package_scope(scope).upgrade_code
     script = f"""
 import ctypes, json
 msi = ctypes.WinDLL("msi")
@@ -123,7 +145,7 @@ def walk(handle, name, out):
             walk(opened, name + "\\\\" + child, out)
         index += 1
 out = {}
-with winreg.OpenKey(winreg.HKEY_CURRENT_USER, "Software") as software:
+with winreg.OpenKey(HIVE, "Software") as software:
     walk(software, "Software", out)
 print(json.dumps(out))
 """
@@ -131,7 +153,15 @@ print(json.dumps(out))
 
 def hkcu_software() -> dict[str, dict[str, Any]]:
     """Every key under HKCU\\Software with its values, as Windows Python reads them."""
-    walked: dict[str, dict[str, Any]] = json.loads(run_code(_REGISTRY_WALK, timeout=300))
+    code = "import winreg; HIVE = winreg.HKEY_CURRENT_USER\n" + _REGISTRY_WALK
+    walked: dict[str, dict[str, Any]] = json.loads(run_code(code, timeout=300))
+    return walked
+
+
+def hklm_software() -> dict[str, dict[str, Any]]:
+    """Every key under HKLM\\SOFTWARE (its 64-bit view, WOW6432Node included)."""
+    code = "import winreg; HIVE = winreg.HKEY_LOCAL_MACHINE\n" + _REGISTRY_WALK
+    walked: dict[str, dict[str, Any]] = json.loads(run_code(code, timeout=300))
     return walked
 
 
@@ -152,12 +182,16 @@ def left_behind(before: set[str], after: set[str], own: tuple[str, ...] = ()) ->
     return sorted(p for p in after - before if not any(p.startswith(k) for k in kept))
 
 
-def read_key(path: str) -> str | None:
-    """HKCU's default value of `path`, or None when the key is not there."""
+HIVES = {"HKCU": "HKEY_CURRENT_USER", "HKLM": "HKEY_LOCAL_MACHINE"}
+
+
+def read_key(path: str, hive: str = "HKCU") -> str | None:
+    """The default value of `hive\\path` (HKLM: its 64-bit view), or None when the key is
+    not there."""
     script = (
         "import json, winreg\n"
         "try:\n"
-        f"    print(json.dumps(winreg.QueryValue(winreg.HKEY_CURRENT_USER, {path!r})))\n"
+        f"    print(json.dumps(winreg.QueryValue(winreg.{HIVES[hive]}, {path!r})))\n"
         "except FileNotFoundError:\n"
         "    print('null')\n"
     )
@@ -165,19 +199,41 @@ def read_key(path: str) -> str | None:
     return value
 
 
-def write_key(path: str, value: str | None) -> None:
-    """Set (or, with None, delete) HKCU's default value of `path`."""
+def write_key(path: str, value: str | None, hive: str = "HKCU") -> None:
+    """Set (or, with None, delete) the default value of `hive\\path`."""
     script = (
         "import winreg\n"
         f"path, value = {path!r}, {value!r}\n"
         "if value is None:\n"
         "    try:\n"
-        "        winreg.DeleteKey(winreg.HKEY_CURRENT_USER, path)\n"
+        f"        winreg.DeleteKey(winreg.{HIVES[hive]}, path)\n"
         "    except FileNotFoundError:\n"
         "        pass\n"
         "else:\n"
-        "    winreg.SetValue(winreg.HKEY_CURRENT_USER, path, winreg.REG_SZ, value)\n"
+        f"    winreg.SetValue(winreg.{HIVES[hive]}, path, winreg.REG_SZ, value)\n"
     )
+    run_code(script)
+
+
+def set_user_level_hosts(allowed: bool | None) -> None:
+    """Chrome's machine policy `NativeMessagingUserLevelHosts` (a DWORD in
+    HKLM\\SOFTWARE\\Policies\\Google\\Chrome, as Group Policy or Intune writes it):
+    True/False sets it to 1/0, None removes it (and the key when nothing else is in it)."""
+    script = f"""
+import winreg
+allowed = {allowed!r}
+if allowed is None:
+    try:
+        with winreg.OpenKey(winreg.HKEY_LOCAL_MACHINE, {POLICY_KEY!r}, 0,
+                            winreg.KEY_ALL_ACCESS) as key:
+            winreg.DeleteValue(key, {USER_LEVEL_HOSTS!r})
+        winreg.DeleteKey(winreg.HKEY_LOCAL_MACHINE, {POLICY_KEY!r})
+    except OSError:
+        pass
+else:
+    with winreg.CreateKey(winreg.HKEY_LOCAL_MACHINE, {POLICY_KEY!r}) as key:
+        winreg.SetValueEx(key, {USER_LEVEL_HOSTS!r}, 0, winreg.REG_DWORD, int(allowed))
+"""
     run_code(script)
 
 
@@ -187,13 +243,15 @@ def newer_version(version: str) -> str:
     return f"{major}.{minor}.{build + 1}"
 
 
-def newer_msi() -> Path:
-    """The MSI in NEWER_DIST of this tree's version plus one, built when it is not there."""
+def newer_msi(scope: str = PER_USER) -> Path:
+    """The `scope` MSI in NEWER_DIST of this tree's version plus one, built (both MSIs)
+    when it is not there."""
     from native_host import __version__
 
-    wanted = newer_version(__version__)
-    found = [m for m in NEWER_DIST.glob("*.msi") if f"-{wanted}-" in m.name]
-    return found[0] if len(found) == 1 else build_newer_msi()
+    wanted = package_scope(scope).msi_name.format(version=newer_version(__version__))
+    if not (NEWER_DIST / wanted).is_file():
+        build_newer_msi()
+    return NEWER_DIST / wanted
 
 
 def build_newer_msi() -> Path:
@@ -224,7 +282,8 @@ def build_newer_msi() -> Path:
     shutil.rmtree(source, ignore_errors=True)
     if done.returncode != 0:
         raise RuntimeError(f"the newer MSI was not built:\n{done.stdout}{done.stderr}")
-    (msi,) = NEWER_DIST.glob(f"*-{newer}-*.msi")
+    msi = NEWER_DIST / package_scope(PER_USER).msi_name.format(version=newer)
+    assert msi.is_file(), f"no {msi.name} in {NEWER_DIST}"
     return msi
 
 
