@@ -207,7 +207,7 @@ def test_doctor_with_user_level_hosts_off_ignores_the_user_manifest(
     everyone = (
         f"as root, extract pedelec-native-host-{__version__}-linux-{platform.machine()}.tar.gz "
         "into /opt and run `sudo /opt/pedelec-native-host/pedelec-native-host install "
-        "--scope system`"
+        "--scope system --browser all`"
     )
     assert found["managed policy"].hint.startswith(everyone + "; or ask your administrator")
     assert found["manifest present"].status is doc.Status.FAIL

@@ -184,6 +184,16 @@ def test_the_tarball_is_named_by_version_and_machine() -> None:
         linux_build.tarball_name("0.1.0", "sparc")
 
 
+def test_doctor_names_the_tarball_this_script_builds() -> None:
+    """What doctor tells a Linux user whose browser ignores per-user hosts to install."""
+    from native_host.install.doctor.browser_policy import system_install
+    from native_host.install.locations import Os
+
+    named = system_install(Os.LINUX, "0.1.0", "aarch64")
+    assert f"extract {linux_build.tarball_name('0.1.0', 'aarch64')} into /opt" in named
+    assert named.endswith("install --scope system --browser all`")
+
+
 def fake_bundle(root: Path) -> Path:
     """A onedir bundle's shape: the executable, `_internal` with a library, a .pyc module,
     a link inside the bundle, and a file the build left group-writable."""

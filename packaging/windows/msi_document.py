@@ -19,8 +19,7 @@ Two packages come from one bundle, their differences a table (`PackageScope`:
   MSIINSTALLPERUSER) depends on Windows Installer 5 honouring MSIINSTALLPERUSER, which
   Wine's does not (it installed ALLUSERS=2 per machine), so its per-user mode could not be
   tested here; and an upgrade code of its own lets both be installed at once, each
-  upgraded and removed on its own (Windows Installer finds related products only in the
-  installing context anyway). Its component GUIDs are its own for the same reason.
+  upgraded and removed on its own. Its component GUIDs are its own for the same reason.
 - **Windows Installer's per-user rules.** Every component under the user profile has an
   HKCU registry value as its key path (ICE38), and removes its folder at uninstall (ICE64):
   one component per folder of the bundle, keyed on a value under `COMPONENTS_KEY`. The
@@ -118,6 +117,7 @@ class PackageScope:
     needs_elevation: bool
     """A launch condition on `Privileged`, saying why."""
     msi_name: str
+    """The release file's name (`{version}` filled in)."""
 
 
 PER_USER = PackageScope(

@@ -35,12 +35,15 @@ SYSTEM_INSTALL = {
     ),
     Os.LINUX: (
         "as root, extract pedelec-native-host-{version}-linux-{machine}.tar.gz into /opt and "
-        "run `sudo /opt/pedelec-native-host/pedelec-native-host install --scope system`"
+        "run `sudo /opt/pedelec-native-host/pedelec-native-host install --scope system "
+        "--browser all`"
     ),
 }
-"""The release artifact that registers the host for every user, per system (their names
-are packaging/windows/build.py's, packaging/macos/pkg_plan.py's and
-packaging/linux/build.py's; tests/test_policies.py holds them together)."""
+"""The release artifact that registers the host for every user, per system (`--browser
+all`: root has no browser profile for `install` to find). Their names are
+packaging/windows/msi_document.py's, packaging/macos/pkg_plan.py's and
+packaging/linux/build.py's: tests/test_msi_document.py and
+tests/test_release_artifacts.py hold them together."""
 
 
 def system_install(os_name: Os, version: str = __version__, machine: str = "") -> str:
