@@ -196,7 +196,7 @@ def test_registered_for_every_user_used_by_another_under_policy_and_removed(
 @pytest.mark.parametrize(
     ("how", "said"),
     [
-        ("world-writable folder", "is writable by other users"),
+        ("world-writable folder", "(a directory on the way) is writable by other users"),
         ("a user's own folder", "belongs to another user"),
     ],
 )
@@ -215,6 +215,6 @@ def test_extracted_where_others_can_change_it_it_refuses_to_register(
     done = run(host, env, "install", "--scope", "system", "--browser", "all")
     assert done.returncode == 1, done.stdout
     (line,) = done.stderr.splitlines()
-    assert f"refusing to register {host} for every user of this machine: " in line
+    assert f"refusing to register this executable ({host}) for every user of this machine: " in line
     assert said in line
     assert not (Path(env["PEDELEC_NATIVE_HOST_STATE_DIR"]) / "install-record.json").exists()
