@@ -5,6 +5,7 @@ wixl and installs, upgrades and removes it for real (tests/windows/test_msi*.py)
 from __future__ import annotations
 
 import xml.etree.ElementTree as ElementTree
+from typing import Any
 
 import pytest
 
@@ -24,8 +25,13 @@ FILES = [
 ]
 
 
+def product_at(version: str) -> Any:
+    """The package's product at `version` (a `msi_document.Product`)."""
+    return msi_document.Product(version, "cc.isaaclin.pedelec.json", "pedelec-native-host.exe")
+
+
 def parsed(compiler: str = "wixl", files: list[str] | None = None) -> ElementTree.Element:
-    product = msi_document.Product("1.2.3", "cc.isaaclin.pedelec.json")
+    product = product_at("1.2.3")
     text = msi_document.document(
         product, files or FILES, "pedelec-native-host", build.host_keys(),
         build.desktop_registration(), compiler,
@@ -63,7 +69,7 @@ def test_identifiers_are_unique_in_each_table_and_fit_its_column() -> None:
 def test_component_guids_stay_the_same_from_one_version_to_the_next() -> None:
     """A component is the same component in every version: the same GUID."""
     first = {c.get("Id"): c.get("Guid") for c in elements(parsed(), "Component")}
-    product = msi_document.Product("1.2.4", "cc.isaaclin.pedelec.json")
+    product = product_at("1.2.4")
     later = ElementTree.fromstring(msi_document.document(
         product, FILES, "elsewhere", build.host_keys(), build.desktop_registration()))  # fmt: skip
     assert first == {c.get("Id"): c.get("Guid") for c in elements(later, "Component")}
@@ -132,6 +138,34 @@ def test_the_desktops_key_is_given_back_at_uninstall_only_and_inside_the_script(
     assert 2600 < sequence[0] < sequence[1] < 3500
 
 
+@pytest.mark.parametrize("compiler", ["wixl", "wix3"])
+@pytest.mark.parametrize("scope", ["per-user", "per-machine"])
+def test_the_installed_executable_checks_its_folder_before_any_key_names_it(
+    compiler: str, scope: str
+) -> None:
+    """Either package runs the executable it just wrote with `--check-folder`
+    (launcher.c), inside the script, failing the install on a non-zero exit; the Windows
+    lane installs into a folder Everyone may write (tests/windows/test_msi_lifecycle.py)."""
+    root = parsed(compiler) if scope == "per-user" else machine_parsed(compiler)
+    actions = {a.get("Id"): a for a in elements(root, "CustomAction")}
+    check = actions[msi_document.FOLDER_CHECK]
+    (executable,) = [f for f in elements(root, "File") if f.get("Id") == check.get("FileKey")]
+    assert executable.get("Source") == "pedelec-native-host/pedelec-native-host.exe"
+    assert check.get("ExeCommand") == "--check-folder"
+    assert (check.get("Execute"), check.get("Return"), check.get("Impersonate")) == (
+        "deferred", "check", "yes")  # fmt: skip
+    scheduled = {c.get("Action"): c for c in elements(root, "Custom")}
+    row = scheduled[msi_document.FOLDER_CHECK]
+    assert row.text == 'NOT REMOVE~="ALL"', "never at removal: the executable is gone by then"
+    # After InstallFiles (4000), before WriteRegistryValues (5000).
+    assert 4000 < int(row.get("Sequence", "0")) < 5000
+
+
+def test_a_bundle_without_its_executable_is_refused() -> None:
+    with pytest.raises(msi_document.PackageError, match=r"no pedelec-native-host\.exe"):
+        parsed(files=["cc.isaaclin.pedelec.json"])
+
+
 @pytest.mark.parametrize("version", ["0.2.0rc1", "1.0", "256.0.0", "1.2.65536", "1.2.3.4", ""])
 def test_a_version_windows_installer_cannot_compare_is_refused(version: str) -> None:
     with pytest.raises(msi_document.PackageError):
@@ -156,11 +190,11 @@ def test_the_product_and_package_codes_are_the_versions_own_in_every_build() -> 
 
 
 # --- the per-machine package (issue 31) ------------------------------------------------------
-def machine_parsed() -> ElementTree.Element:
-    product = msi_document.Product("1.2.3", "cc.isaaclin.pedelec.json")
+def machine_parsed(compiler: str = "wixl") -> ElementTree.Element:
+    product = product_at("1.2.3")
     text = msi_document.document(
         product, FILES, "pedelec-native-host", build.host_keys(msi_document.PER_MACHINE), None,
-        "wixl", msi_document.PER_MACHINE,
+        compiler, msi_document.PER_MACHINE,
     )  # fmt: skip
     return ElementTree.fromstring(text)
 
@@ -184,7 +218,8 @@ def test_the_per_machine_package_installs_into_program_files_and_asks_for_an_adm
     (install,) = [d for d in elements(root, "Directory") if d.get("Id") == "INSTALLDIR"]
     (program_files,) = [d for d in elements(root, "Directory") if install in list(d)]
     assert program_files.get("Id") == "ProgramFiles64Folder"
-    assert not elements(root, "CustomAction"), "the Desktop's HKCU key is not a machine's"
+    actions = {a.get("Id") for a in elements(root, "CustomAction")}
+    assert actions == {msi_document.FOLDER_CHECK}, "the Desktop's HKCU key is not a machine's"
 
 
 def test_the_per_machine_package_writes_hklm_only_and_shares_no_component() -> None:
@@ -206,7 +241,7 @@ def test_the_per_machine_package_writes_hklm_only_and_shares_no_component() -> N
 
 
 def test_a_package_refuses_keys_of_the_other_scopes_hive() -> None:
-    product = msi_document.Product("1.2.3", "cc.isaaclin.pedelec.json")
+    product = product_at("1.2.3")
     with pytest.raises(msi_document.PackageError, match="per-machine package writes HKLM"):
         msi_document.document(
             product, FILES, "b", build.host_keys(), None, scope=msi_document.PER_MACHINE

@@ -307,7 +307,7 @@ def package(
     tools: Tools, out: Path, bundle: Path, version: str, scope: msi_document.PackageScope
 ) -> Path:
     """The `scope` MSI of the bundle in `out/<bundle name>`, compiled in `out`."""
-    product = msi_document.Product(msi_document.msi_version(version), MANIFEST)
+    product = msi_document.Product(msi_document.msi_version(version), MANIFEST, EXECUTABLE)
     desktop = desktop_registration() if scope is msi_document.PER_USER else None
     source = msi_document.document(
         product, bundle_files(bundle), bundle.name, host_keys(scope), desktop, tools.msi,

@@ -28,6 +28,12 @@
 /* Exit status when the bundle's interpreter cannot be loaded (README, "Exit status"). */
 #define EXIT_BROKEN_BUNDLE 3
 
+/* The one argument the launcher answers itself: check the folder as every start does,
+ * then exit (0: nobody else can change it) without loading the interpreter. The MSI
+ * runs it right after installing the files (msi_document.folder_check), so an install
+ * folder others can write fails the install by the rule of every start. */
+#define CHECK_FOLDER_OPTION L"--check-folder"
+
 typedef int(__cdecl *py_main_fn)(int, wchar_t **);
 typedef int(__cdecl *append_inittab_fn)(const char *, void *(*)(void));
 
@@ -169,7 +175,7 @@ int wmain(int argc, wchar_t **argv)
         int refused;
         wcscpy(folder, dll);
         refused = check_own_folder(folder);
-        if (refused != 0)
+        if (refused != 0 || (argc == 2 && wcscmp(argv[1], CHECK_FOLDER_OPTION) == 0))
             return refused;
     }
     slash = wcsrchr(dll, L'\\');

@@ -42,6 +42,11 @@ Two packages come from one bundle, their differences a table (`PackageScope`:
   so it runs even if the bundle is damaged (`desktop_restore_command`); both `cmd.exe`
   and `reg.exe` are named by their full path in `[System64Folder]`, never looked up in
   the current folder or on PATH.
+- **An install folder no other user can change** (both packages). A deferred custom
+  action right after `InstallFiles` runs the installed executable, whose every start
+  checks its folder and every folder above it (launcher.c): into a folder others can
+  write it exits 3, which fails the install, and Windows Installer's rollback removes
+  what it wrote (`folder_check`).
 - **The same bytes from the same commit.** The product and package codes are derived
   from the version and the package (`product_code`, `package_code`), not drawn at
   random; the build then
@@ -145,6 +150,8 @@ class Product:
     """Windows Installer's `major.minor.build` (at most 255.255.65535)."""
     manifest: str
     """The manifest's file name, in the install folder."""
+    executable: str
+    """The bundle's executable (its path in the bundle), which checks its own folder."""
 
 
 @dataclass(frozen=True)
@@ -216,6 +223,48 @@ def desktop_restore_command(desktop: DesktopRegistration) -> str:
     return f'/d /s /c "if exist {quoted} "{REG}" add "{key}" /ve /t REG_SZ /d {quoted} /f"'
 
 
+FOLDER_CHECK = "CheckInstallFolderIsOnlyYours"
+"""The custom action's name: what the log of a refused install names (error 1722,
+"Action CheckInstallFolderIsOnlyYours, location: <the executable>, command:
+--check-folder")."""
+FOLDER_CHECK_AT = 4001
+"""Right after InstallFiles (4000), before WriteRegistryValues (5000): the executable is in
+its folder with the access list Windows gave it, and no key names it yet."""
+FOLDER_CHECK_COMMAND = "--check-folder"
+"""What the installed executable is run with: the check of every start (exit 3 when
+another user could change the folder), then exit 0 without loading the interpreter
+(launcher.c's CHECK_FOLDER_OPTION): nothing of the host runs inside the install."""
+
+
+def folder_check(executable: str) -> tuple[list[str], list[str]]:
+    """The custom action that refuses an install folder another user can write, and its
+    row in InstallExecuteSequence (`executable`: its path in the bundle).
+
+    It runs the installed executable with `FOLDER_CHECK_COMMAND`: its launcher applies the
+    check of every start (its folder and every folder above it: owner and DACL) and exits,
+    so the MSI and the executable judge a folder by one rule, not two copies of it.
+    Deferred, so it runs inside the install script, where `Return="check"` turns exit
+    status 3 into a failed install (1603; Wine's msiexec says 1627) and Windows Installer
+    rolls back the files and folders it wrote; no key is written yet. Not at removal (the
+    executable is gone by then).
+    Impersonated: as the installing user, who may read a folder's owner and DACL without
+    elevation, so a per-machine package can run it unchanged. The folder is checked after
+    the files are in it, not before: until then it may not exist, and what Windows gives
+    it (inherited entries) is only known once it does."""
+    condition = _text('NOT REMOVE~="ALL"')
+    action = (
+        f"    <CustomAction Id={quoteattr(FOLDER_CHECK)} "
+        f"FileKey={quoteattr(_identifier('f_', executable))} "
+        f'ExeCommand={quoteattr(FOLDER_CHECK_COMMAND)} Execute="deferred" Impersonate="yes" '
+        'Return="check" />'
+    )
+    row = (
+        f'      <Custom Action={quoteattr(FOLDER_CHECK)} Sequence="{FOLDER_CHECK_AT}">'
+        f"{condition}</Custom>"
+    )
+    return [action], [row]
+
+
 def folders(files: Sequence[str]) -> list[str]:
     """Every folder of the bundle (`""` is its root), parents first."""
     found = {""}
@@ -242,8 +291,9 @@ def document(
     sources); `keys` (in the scope's hive) get the manifest's path; `desktop` is given
     back its key at uninstall."""
     msi_version(product.version)
-    if product.manifest not in files:
-        raise PackageError(f"the bundle holds no {product.manifest}")
+    for needed in (product.manifest, product.executable):
+        if needed not in files:
+            raise PackageError(f"the bundle holds no {needed}")
     strays = [k for k in keys if k.hive != scope.hive]
     if strays or (desktop is not None and scope.hive != desktop.key.hive):
         raise PackageError(f"a {scope.name} package writes {scope.hive} only")
@@ -309,6 +359,9 @@ def document(
     sequence = []
     if REMOVE_OLDER_FIRST[compiler]:
         sequence.append(f'      <RemoveExistingProducts Sequence="{REMOVE_OLDER_AT}" />')
+    check_action, check_row = folder_check(product.executable)
+    lines += check_action
+    sequence += check_row
     if desktop is not None:
         command = desktop_restore_command(desktop)
         condition = _text('REMOVE="ALL" AND NOT UPGRADINGPRODUCTCODE')
@@ -325,8 +378,7 @@ def document(
             f'      <Custom Action="RestoreDesktopRegistration" Sequence="{RESTORE_AT[1]}">'
             f"{condition}</Custom>",
         ]
-    if sequence:
-        lines += ["    <InstallExecuteSequence>", *sequence, "    </InstallExecuteSequence>"]
+    lines += ["    <InstallExecuteSequence>", *sequence, "    </InstallExecuteSequence>"]
     lines += ["  </Product>", "</Wix>", ""]
     return "\n".join(lines)
 

@@ -123,6 +123,40 @@ print(json.dumps(found))
     return listed
 
 
+def installed_apps_entries() -> list[str]:
+    """The Installed apps (Add/Remove Programs) entries of this package: the Uninstall
+    subkeys, under HKCU and HKLM (Wine writes a per-user product's there), whose
+    DisplayName is the package's product name."""
+    name = windows_module("msi_document").PRODUCT_NAME
+    apps = r"Software\Microsoft\Windows\CurrentVersion\Uninstall"
+    script = f"""
+import json, winreg
+found = []
+for hive in (winreg.HKEY_CURRENT_USER, winreg.HKEY_LOCAL_MACHINE):
+    try:
+        apps = winreg.OpenKey(hive, {apps!r})
+    except FileNotFoundError:
+        continue
+    index = 0
+    while True:
+        try:
+            child = winreg.EnumKey(apps, index)
+        except OSError:
+            break
+        index += 1
+        with winreg.OpenKey(apps, child) as entry:
+            try:
+                shown = winreg.QueryValueEx(entry, "DisplayName")[0]
+            except FileNotFoundError:
+                continue
+        if shown == {name!r}:
+            found.append(child)
+print(json.dumps(found))
+"""
+    entries: list[str] = json.loads(run_code(script))
+    return entries
+
+
 _REGISTRY_WALK = """
 import json, winreg
 def walk(handle, name, out):

@@ -20,6 +20,7 @@ import shutil
 import subprocess
 import threading
 import time
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -246,6 +247,36 @@ def run_code(code: str, env: Mapping[str, str] | None = None, **kwargs: Any) -> 
     done = run_python(["-c", code], env=env, **kwargs)
     assert done.returncode == 0, done.stderr.decode(errors="replace")
     return done.stdout.decode()
+
+
+EVERYONE_WRITES = r"""
+import ctypes
+from ctypes import wintypes
+
+def everyone_writes(path):
+    advapi32 = ctypes.WinDLL("advapi32", use_last_error=True)
+    advapi32.SetNamedSecurityInfoW.argtypes = [wintypes.LPWSTR, ctypes.c_int,
+        wintypes.DWORD, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+    sd, size = ctypes.c_void_p(), wintypes.DWORD()
+    assert advapi32.ConvertStringSecurityDescriptorToSecurityDescriptorW(
+        "D:(A;;FA;;;OW)(A;;FA;;;WD)", 1, ctypes.byref(sd), ctypes.byref(size))
+    present, dacl, defaulted = wintypes.BOOL(), ctypes.c_void_p(), wintypes.BOOL()
+    assert advapi32.GetSecurityDescriptorDacl(
+        sd, ctypes.byref(present), ctypes.byref(dacl), ctypes.byref(defaulted))
+    assert advapi32.SetNamedSecurityInfoW(path, 1, 0x4, None, None, dacl, None) == 0
+"""
+"""Windows Python code defining `everyone_writes(path)`: the file or folder's DACL set
+to "owner and Everyone: full access" (SetNamedSecurityInfoW; Wine keeps Everyone's write
+access, WINDOWS-UNDER-WINE.md), so another user could change it."""
+
+
+def folder_everyone_writes() -> str:
+    """A new folder under `C:\\` whose DACL lets Everyone write (its Windows path), as a
+    folder made under `C:\\` on Windows inherits "Authenticated Users: Modify"; the
+    caller removes it."""
+    folder = f"C:\\pedelec-shared-{uuid.uuid4().hex[:8]}"
+    run_code(f"{EVERYONE_WRITES}\nimport os\nos.mkdir({folder!r})\neveryone_writes({folder!r})")
+    return folder
 
 
 def run_host_cli(

@@ -1,9 +1,10 @@
 """On the Windows lane: the MSI's whole life in the prefix, as a user lives it. Installed
 (nothing asked), upgraded in place by a build with a higher version (one product, the newer
 files only, the same registration), refused when older, removed leaving nothing but
-Windows Installer's own bookkeeping; Pedelec Desktop's registration taken over at install
-and given back at uninstall (docs/install.md, "The Windows MSI"); installed into a profile
-folder whose name holds an apostrophe and a letter outside ASCII.
+Windows Installer's own bookkeeping; refused, leaving nothing, into a folder others can
+write; Pedelec Desktop's registration taken over at install and given back at uninstall
+(docs/install.md, "The Windows MSI"); installed into a profile folder whose name holds an
+apostrophe and a letter outside ASCII.
 
 Each test installs and removes what it needs; none runs while test_msi.py's install is in
 place (module fixtures end with their module).
@@ -12,6 +13,7 @@ place (module fixtures end with their module).
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -30,7 +32,9 @@ from tests.support.msi import (
     hkcu_software,
     install,
     install_dir,
+    installed_apps_entries,
     left_behind,
+    msiexec,
     newer_version,
     products,
     read_key,
@@ -38,7 +42,14 @@ from tests.support.msi import (
     write_key,
 )
 from tests.support.msi import newer_msi as msi_newer
-from tests.support.wine import LANE, linux_path, wine_environment
+from tests.support.packaging_scripts import windows_module
+from tests.support.wine import (
+    LANE,
+    folder_everyone_writes,
+    linux_path,
+    windows_path,
+    wine_environment,
+)
 from tests.support.wine_world import WineWorld
 
 pytestmark = [
@@ -47,6 +58,7 @@ pytestmark = [
     pytest.mark.xdist_group("windows_lane"),
 ]
 
+msi_document = windows_module("msi_document")
 ODD_USER = "O'Brien Jos\u00e9"
 HOST_STATE = "AppData/Local/pedelec-native-host"
 """The host's own state folder (launch.lock, logs, the policy): what the host writes as it
@@ -141,6 +153,46 @@ def test_install_upgrade_and_uninstall_leave_nothing_behind(
     assert products() == []
     assert left_behind(files, drive_c_files()) == []
     assert registry_changes(registry, hkcu_software()) == []
+
+
+def test_an_install_folder_others_can_write_is_refused_leaving_nothing(
+    clean_prefix: None, tmp_path: Path
+) -> None:
+    """`INSTALLDIR=` a folder inside one Everyone may write (on Windows, any folder made
+    under `C:\\` inherits "Authenticated Users: Modify"): once the files are in, the
+    package runs the installed executable's own check (`--check-folder`, the rule of its
+    every start; msi_document.folder_check), which fails the install, and Windows
+    Installer's rollback leaves no file, no key and no entry in Installed apps. The
+    default folder, the user's own, still installs."""
+    msi = built_msi()
+    shared = folder_everyone_writes()
+    log = tmp_path / "install.log"
+    try:
+        files, registry = drive_c_files(), hkcu_software()
+        refused = msiexec(
+            "/i", windows_path(msi), f"INSTALLDIR={shared}\\pedelec-native-host",
+            "/l*v", windows_path(log),
+        )  # fmt: skip
+        # ERROR_INSTALL_FAILURE (1603) on Windows, ERROR_FUNCTION_FAILED (1627) from
+        # Wine 8's msiexec; a Linux exit status keeps their low 8 bits.
+        assert refused.returncode in (1603 & 0xFF, 1627 & 0xFF), refused
+        assert products() == [] and installed_apps_entries() == []
+        assert left_behind(files, drive_c_files()) == []
+        assert not linux_path(shared).joinpath("pedelec-native-host").exists()
+        assert registry_changes(registry, hkcu_software()) == []
+        # Why: the install's log names the action that failed (Wine's msiexec logs a
+        # failed action's "Return value" as 0, Windows as 3), and Wine passes the
+        # action's stderr through: the executable's own line, naming the folder.
+        ended = rf"Action ended [0-9:]+: {msi_document.FOLDER_CHECK}\. Return value 0\."
+        assert re.search(ended, log.read_text(errors="replace")), ended
+        line = refused.stderr.decode(errors="replace").strip()
+        assert shared in line and "writable by other users" in line, line
+    finally:
+        shutil.rmtree(linux_path(shared), ignore_errors=True)
+
+    assert install(msi).returncode == 0
+    assert [p["version"] for p in products()] == [__version__]
+    assert uninstall(msi).returncode == 0
 
 
 def test_an_older_package_refuses_to_replace_a_newer_one(

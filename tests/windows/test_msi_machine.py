@@ -7,7 +7,7 @@ NativeMessagingUserLevelHosts 0 finds and starts it (chrome_start.py honours the
 as Chromium does) and `doctor` says so; the per-user MSI alone, under that policy,
 passed over by Chrome and reported by `doctor` naming the per-machine one; both installed
 at once, each upgraded and removed on its own; the per-machine one upgraded in place and
-removed leaving nothing.
+removed leaving nothing, and refused, leaving nothing, into a folder others can write.
 
 tests/windows/as_installed_msi.py plays the golden suite through it
 (`PEDELEC_TEST_MSI_SCOPE=per-machine`, .ci/run's Windows steps).
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path, PureWindowsPath
@@ -47,7 +48,14 @@ from tests.support.msi import (
     set_user_level_hosts,
     uninstall,
 )
-from tests.support.wine import DRIVER, linux_path, run_python, windows_path, wine_environment
+from tests.support.wine import (
+    DRIVER,
+    folder_everyone_writes,
+    linux_path,
+    run_python,
+    windows_path,
+    wine_environment,
+)
 from tests.support.wine_world import WineWorld
 
 pytestmark = [
@@ -295,6 +303,29 @@ def test_upgraded_in_place_then_removed_leaving_nothing(clean_prefix: None) -> N
     assert left_behind(files, drive_c_files()) == []
     assert changed(machine_registry, hklm_software()) == []
     assert changed(user_registry, hkcu_software()) == []
+
+
+def test_an_install_folder_others_can_write_is_refused_leaving_nothing(
+    clean_prefix: None,
+) -> None:
+    """As the per-user package does (test_msi_lifecycle.py): `INSTALLDIR=` inside a folder
+    Everyone may write fails the install once the files are in (the installed
+    executable's `--check-folder`, run as the installing administrator), and the rollback
+    leaves no file and no key in either hive."""
+    shared = folder_everyone_writes()
+    try:
+        files, machine_registry, user_registry = drive_c_files(), hklm_software(), hkcu_software()
+        refused = install(built_msi(PER_MACHINE), INSTALLDIR=f"{shared}\\pedelec-native-host")
+        # 1603 on Windows, 1627 from Wine 8's msiexec; a Linux exit status keeps 8 bits.
+        assert refused.returncode in (1603 & 0xFF, 1627 & 0xFF), refused
+        assert products(PER_MACHINE) == []
+        assert left_behind(files, drive_c_files()) == []
+        assert changed(machine_registry, hklm_software()) == []
+        assert changed(user_registry, hkcu_software()) == []
+        line = refused.stderr.decode(errors="replace").strip()
+        assert shared in line and "writable by other users" in line, line
+    finally:
+        shutil.rmtree(linux_path(shared), ignore_errors=True)
 
 
 def changed(before: dict[str, dict[str, object]], after: dict[str, dict[str, object]]) -> list[str]:
