@@ -18,6 +18,7 @@ after, and whatever it made is removed even when it fails.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -85,10 +86,22 @@ def tarball() -> Path:
     return path
 
 
+ETC_LOCK = Path("/run/lock/pedelec-native-host-etc-test.lock")
+"""Held while a test writes /etc: two runs of this module on one machine (two checkouts)
+take turns, or each would see the other's files as its own leftovers."""
+
+
 @pytest.fixture
 def etc_untouched() -> Iterator[None]:
     """/etc after the test as it was before it; whatever is new there is removed even
     when the test failed (and the check then fails, naming it)."""
+    ETC_LOCK.parent.mkdir(parents=True, exist_ok=True)
+    with ETC_LOCK.open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield from _etc_compared()
+
+
+def _etc_compared() -> Iterator[None]:
     before = etc_state()
     try:
         yield
