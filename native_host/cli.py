@@ -21,6 +21,8 @@ if TYPE_CHECKING:  # annotations only: a relay start does not import collections
 
 PROG = "pedelec-native-host"
 EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+"""128 + SIGINT: what a shell reports for a command stopped by Ctrl-C."""
 
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "dev-core": ("native_host.devcore.cli", "run the development Core on loopback"),
@@ -77,7 +79,7 @@ def _usage_error(kind: str, word: str, choices: Sequence[str]) -> int:
     close = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
     suggestion = f", did you mean '{close[0]}'?" if close else ""
     sys.stderr.write(
-        f"{PROG}: unknown {kind} '{word}'{suggestion}\nrun `{PROG} help` to list the commands\n"
+        f"{PROG}: unknown {kind} '{word}'{suggestion} (`{PROG} help` lists the commands)\n"
     )
     return EXIT_USAGE
 
@@ -110,6 +112,9 @@ def _help(topics: list[str]) -> int:
 
 
 def _version(extra: list[str]) -> int:
+    if extra and extra[0] in HELP_WORDS:
+        sys.stdout.write(f"usage: {PROG} version\n\nprint the version (also -V, --version)\n")
+        return 0
     if extra:
         sys.stderr.write(f"{PROG}: version takes no arguments\n")
         return EXIT_USAGE
@@ -156,6 +161,23 @@ def main(argv: Sequence[str] | None = None, image: str = "none") -> int:
     if not args:
         sys.stderr.write(BARE_COMMAND_MESSAGE)
         return EXIT_USAGE
+    try:
+        from native_host import usage
+
+        usage.stop_on_interrupt()
+        try:
+            return _command(args)
+        finally:
+            usage.ignore_interrupts()
+    except KeyboardInterrupt:
+        # Every `finally` of the command has run: its temporary folders are gone and the
+        # hosts it started are stopped (a second Ctrl-C is ignored until then).
+        sys.stderr.write(f"{PROG} {args[0]}: interrupted\n")
+        return EXIT_INTERRUPTED
+
+
+def _command(args: list[str]) -> int:
+    """A command, `version`, `help`, or a usage error for anything else."""
     word, rest = args[0], args[1:]
     if word in SUBCOMMANDS:
         return _run_command(args)

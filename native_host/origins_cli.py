@@ -18,6 +18,7 @@ from typing import Any
 from native_host.errors import HostError
 from native_host.origins import BlockPattern, InvalidOriginError
 from native_host.policy import MODES, PolicyStore
+from native_host.usage import Parser
 
 PROG = "pedelec-native-host origins"
 EXIT_OK, EXIT_POLICY, EXIT_USAGE = 0, 1, 2
@@ -29,7 +30,7 @@ MODE_MEANING = {
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog=PROG,
         description="Show or change which web origins may reach Pedelec through this host.",
     )
@@ -71,7 +72,9 @@ def main(argv: list[str]) -> int:
     except InvalidOriginError as exc:
         value = getattr(args, "origin", None) or getattr(args, "pattern", None)
         what = "origin" if args.command in ("approve", "revoke") else "block entry"
-        sys.stderr.write(f"error: {value!r} is not a valid {what}: {exc.reason}\n")
+        sys.stderr.write(
+            f"{PROG} {args.command}: error: {value!r} is not a valid {what}: {exc.reason}\n"
+        )
         return EXIT_USAGE
     except HostError as exc:
         sys.stderr.write(f"error: {exc.message}: {exc.details.get('error')}\n")

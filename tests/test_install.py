@@ -54,8 +54,9 @@ def run_cli(
 
 
 def changes(stdout: str) -> list[str]:
-    """Output lines but the --force warning about the editable checkout."""
-    return [line for line in stdout.splitlines() if not line.startswith("warning")]
+    """Output lines but the --force warning about the editable checkout and the last
+    line, the next step."""
+    return [line for line in stdout.splitlines() if not line.startswith(("warning", "next:"))]
 
 
 def snapshot(root: Path) -> dict[str, tuple[int, bytes | None]]:

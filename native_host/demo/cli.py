@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 
 from native_host.demo.session import HOST_CMD_ENV, Emit, Record, run_demo
 from native_host.demo.transcript import Transcript, json_line
+from native_host.usage import Parser
 
 
 def printer(as_json: bool) -> Emit:
@@ -30,7 +30,7 @@ def printer(as_json: bool) -> Emit:
 
 def main(argv: list[str]) -> int:
     """`pedelec-native-host demo [--json] [--generation current|legacy]`."""
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="pedelec-native-host demo",
         description="Walk a full Pedelec session through the host, run as Chrome runs it, "
         "against a dev Core in a temporary home. Exit status 0 when every step passed. "
@@ -44,7 +44,4 @@ def main(argv: list[str]) -> int:
         help="protocol generation of the dev Core (default: current)",
     )
     args = parser.parse_args(argv[1:])
-    try:
-        return run_demo(args.generation, printer(args.json))
-    except KeyboardInterrupt:
-        return 130
+    return run_demo(args.generation, printer(args.json))

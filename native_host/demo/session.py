@@ -21,6 +21,7 @@ from typing import Any
 
 from native_host.devcore import DevCore, DevCoreSettings
 from native_host.hostproc import HostProcess, HostProtocolError, default_host_command, isolated_env
+from native_host.usage import interrupts_held
 
 Frame = dict[str, Any]
 Record = dict[str, Any]
@@ -404,8 +405,9 @@ def run_demo(generation: str, emit: Emit) -> int:
                     core = stack.enter_context(
                         DevCore(DevCoreSettings(home=home, generation=generation))
                     )
-                    host = HostProcess(host_command(), env=env)
-                    stack.callback(host.stop, EXIT_TIMEOUT_S)
+                    with interrupts_held():  # a Ctrl-C now still stops the host
+                        host = HostProcess(host_command(), env=env)
+                        stack.callback(host.stop, EXIT_TIMEOUT_S)
                 except OSError as exc:
                     failure = DemoFailure("the dev Core and the host to start", str(exc))
                     failure.where = "start"

@@ -1,9 +1,10 @@
-"""`pedelec-native-host dev-core`: run a dev Core until SIGINT or SIGTERM.
+"""`pedelec-native-host dev-core`: run a dev Core until SIGTERM (exit 0) or Ctrl-C (130).
 
 It never touches Pedelec Desktop's files: without `--home` it serves from a fresh
 temporary home (printed, removed at exit), and it refuses a `--home` whose `runtime.json`
 names a running Core that is not a dev Core — replacing that file would cut the user's
-Desktop off from every host until the Desktop restarts.
+Desktop off from every host until the Desktop restarts. It creates no folder but `--home`
+itself: a `--home` or `--record` whose parent folder is missing is a usage error.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import signal
 import socket
 import sys
@@ -28,28 +28,43 @@ from native_host.devcore.faults import Faults
 from native_host.devcore.server import DEV_CORE_MARKER, RUNTIME_FILE, DevCore
 from native_host.devcore.settings import DevCoreSettings
 from native_host.files import FileRefusedError, read_trusted
+from native_host.usage import EXIT_USAGE, Parser, existing_parent, port
 
-EXIT_USAGE = 2
 PROBE_TIMEOUT_S = 1.0
 PROBE_MAX_BYTES = 65_536
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="pedelec-native-host dev-core",
-        description="Run a development Pedelec Core (pedelec-core-ipc-v1) on 127.0.0.1.",
+        description="Run a development Pedelec Core (pedelec-core-ipc-v1) on 127.0.0.1 until "
+        "Ctrl-C or SIGTERM.",
     )
     parser.add_argument(
         "--home",
-        type=Path,
-        help="where runtime.json goes (default: a fresh temporary directory, removed at "
-        "exit; point the host at it with PEDELEC_HOME)",
+        type=existing_parent,
+        metavar="DIR",
+        help="where runtime.json goes, created if missing (its parent must exist); default: "
+        "a fresh temporary directory, removed at exit; point the host at it with PEDELEC_HOME",
     )
-    parser.add_argument("--port", type=int, default=0, help="TCP port (default: ephemeral)")
-    parser.add_argument("--generation", choices=("legacy", "current"), default="current")
+    parser.add_argument(
+        "--port", type=port, default=0, help="TCP port, 0-65535 (default 0: any free port)"
+    )
+    parser.add_argument(
+        "--generation",
+        choices=("legacy", "current"),
+        default="current",
+        help="the protocol to serve: legacy (Pedelec 0.1.23) or current (0.3-0.4, with "
+        "snapshots, operations and Workspaces; the default)",
+    )
     parser.add_argument("--version", default="0.4.0", help="version a current ping reports")
     parser.add_argument("--faults", help="faults as a JSON object, or @file.json")
-    parser.add_argument("--record", type=Path, help="append each request line received to FILE")
+    parser.add_argument(
+        "--record",
+        type=existing_parent,
+        metavar="FILE",
+        help="append each request line received to FILE (its folder must exist)",
+    )
     return parser
 
 
@@ -59,6 +74,15 @@ def _load_faults(text: str | None) -> Faults:
     if text.startswith("@"):
         text = Path(text[1:]).read_text(encoding="utf-8")
     return Faults.model_validate(json.loads(text))
+
+
+def _why_not(exc: Exception) -> str:
+    """One line: pydantic's report names each bad field on lines of its own."""
+    if isinstance(exc, ValidationError):
+        return "; ".join(
+            f"{'.'.join(map(str, e['loc'])) or 'faults'}: {e['msg']}" for e in exc.errors()
+        )
+    return str(exc)
 
 
 def _answers_ping(port: int) -> bool:
@@ -113,18 +137,15 @@ def main(argv: list[str]) -> int:
     try:
         faults = _load_faults(args.faults)
     except (OSError, ValueError, ValidationError) as exc:
-        parser.error(f"--faults: {exc}")
+        parser.error(f"--faults: {_why_not(exc)}")
     if args.home is not None:
         refusal = foreign_core(args.home)
         if refusal is not None:
             sys.stderr.write(f"error: {refusal}\n")
             return EXIT_USAGE
         return _serve(args, faults, args.home)
-    home = Path(tempfile.mkdtemp(prefix="pedelec-dev-core-"))
-    try:
-        return _serve(args, faults, home)
-    finally:
-        shutil.rmtree(home, ignore_errors=True)
+    with tempfile.TemporaryDirectory(prefix="pedelec-dev-core-") as home:
+        return _serve(args, faults, Path(home))
 
 
 def _serve(args: argparse.Namespace, faults: Faults, home: Path) -> int:
@@ -139,18 +160,19 @@ def _serve(args: argparse.Namespace, faults: Faults, home: Path) -> int:
     )
     stop = threading.Event()
 
-    def on_signal(signum: int, frame: FrameType | None) -> None:
+    def on_terminate(signum: int, frame: FrameType | None) -> None:
         stop.set()
 
-    signal.signal(signal.SIGINT, on_signal)
-    signal.signal(signal.SIGTERM, on_signal)
-    core = DevCore(settings).start()
-    sys.stdout.write(
-        f"dev-core listening on {core.endpoint} "
-        f"(generation {settings.generation}, home {settings.home})\n"
-    )
-    sys.stdout.flush()
+    # SIGTERM is how scripts stop it (exit 0); Ctrl-C is the command line's (exit 130).
+    signal.signal(signal.SIGTERM, on_terminate)
+    core = DevCore(settings)
     try:
+        core.start()
+        sys.stdout.write(
+            f"dev-core listening on {core.endpoint} "
+            f"(generation {settings.generation}, home {settings.home})\n"
+        )
+        sys.stdout.flush()
         while not stop.wait(0.5):
             pass
     finally:

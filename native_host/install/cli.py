@@ -3,15 +3,56 @@
 from __future__ import annotations
 
 import argparse
+import os
+import shlex
+import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from native_host.install import installer, uninstall
+from native_host.install import installer, locations, uninstall
 from native_host.install.locations import Scope, UnsupportedPlatformError
+from native_host.usage import EXIT_USAGE, Parser, existing_parent
 
-USAGE_ERROR = 2
-"""argparse's exit status for a usage error; every usage error of every subcommand uses it."""
+USAGE_ERROR = EXIT_USAGE
+"""Every usage error of every subcommand exits with it (`native_host.usage`)."""
+
+
+def browser_names(verb: str) -> str:
+    """The `--browser` help: the names this system knows, any case."""
+    try:
+        names = [row.name for row in locations.rows_for(sys.platform)]
+    except UnsupportedPlatformError:
+        names = []
+    listed = f": all, {', '.join(names)}" if names else ""
+    return f"browser to {verb}, repeatable, in any case{listed}"
+
+
+def own_command() -> str:
+    """How to run this program again from a terminal: its bare name when that finds this
+    very program on PATH, else its full path (a tarball's or a venv's program, the MSI's
+    executable), quoted for the shell."""
+    program = sys.executable if getattr(sys, "frozen", False) else sys.argv[0]
+    if os.path.basename(program) in ("__main__.py", "-c", ""):
+        return f"{shlex.quote(sys.executable)} -m native_host"
+    name = os.path.basename(program)
+    found = shutil.which(name)
+    try:
+        if found is not None and os.path.samefile(found, program):
+            return os.path.splitext(name)[0] if sys.platform == "win32" else name
+    except OSError:
+        pass
+    full = os.path.abspath(program)
+    return f'"{full}"' if sys.platform == "win32" else shlex.quote(full)
+
+
+def next_step() -> str:
+    """What install prints last, as installers/install.sh does: the check to run."""
+    command = own_command()
+    line = f"next: check that each browser can start the host: {command} doctor"
+    if command.startswith('"'):  # Windows, by full path: PowerShell needs its call operator
+        line += f"  (in PowerShell: & {command} doctor)"
+    return line
 
 
 def add_user_data_dir_option(parser: argparse.ArgumentParser, verb: str) -> None:
@@ -20,15 +61,16 @@ def add_user_data_dir_option(parser: argparse.ArgumentParser, verb: str) -> None
         "--user-data-dir",
         action="extend",
         nargs="+",
-        type=Path,
+        type=existing_parent,
         default=[],
         metavar="DIR",
-        help=f"{verb} DIR/NativeMessagingHosts (a browser started with --user-data-dir=DIR)",
+        help=f"{verb} DIR/NativeMessagingHosts (a browser started with --user-data-dir=DIR; "
+        "DIR's parent folder must exist)",
     )
 
 
 def _install_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="pedelec-native-host install",
         description="Register the host with the browsers installed for this user.",
     )
@@ -37,8 +79,8 @@ def _install_parser() -> argparse.ArgumentParser:
         action="extend",
         nargs="+",
         metavar="NAME",
-        help="browser to register (repeatable; 'all' for every known one); "
-        "default: every browser whose user data dir exists",
+        help=browser_names("register")
+        + " (default: every browser installed: its program or its user data dir found)",
     )
     parser.add_argument(
         "--scope",
@@ -90,7 +132,7 @@ def _install_parser() -> argparse.ArgumentParser:
 
 
 def _uninstall_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="pedelec-native-host uninstall",
         description="Remove exactly what `install` wrote (per its install record).",
     )
@@ -125,6 +167,8 @@ def main(argv: Sequence[str]) -> int:
             verbose=args.verbose,
         )
         installer.install(options, ctx)
+        if not options.dry_run:
+            sys.stdout.write(next_step() + "\n")
     except installer.UsageError as exc:
         sys.stderr.write(f"pedelec-native-host {word}: error: {exc}\n")
         return USAGE_ERROR

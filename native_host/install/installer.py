@@ -56,6 +56,7 @@ from native_host.install.record import (
     save_record,
 )
 from native_host.install.registry import Registry, WindowsRegistry
+from native_host.usage import interrupts_held
 
 
 def prepare_dir(directory: Path, scope: Scope) -> list[Path]:
@@ -325,23 +326,32 @@ def install(options: InstallOptions, ctx: Environment) -> Plan:
     record = _trusted_record(rec_path) or InstallRecord()
     registry = ctx.registry_factory() if plan.keys else None
     granted = True
+    # Each write and its entry in the record happen together (a Ctrl-C waits for both),
+    # and the record is saved whatever stops the install: what is written is recorded,
+    # so `uninstall` can take it away.
     try:
         for write in (plan.image, plan.launcher):
             if write is not None:
-                _apply_file(write, record, say, options.dry_run, ctx)
+                with interrupts_held():
+                    _apply_file(write, record, say, options.dry_run, ctx)
         if plan.config is not None:
-            _apply_config(plan.config, record, say, options.dry_run)
+            with interrupts_held():
+                _apply_config(plan.config, record, say, options.dry_run)
         for write in [*plan.wrappers, *plan.manifests]:
-            _apply_file(write, record, say, options.dry_run, ctx)
+            with interrupts_held():
+                _apply_file(write, record, say, options.dry_run, ctx)
         for key in plan.keys:
             assert registry is not None
-            _apply_key(key, registry, record, say, options.dry_run, ctx)
+            with interrupts_held():
+                _apply_key(key, registry, record, say, options.dry_run, ctx)
         for grant in plan.grants:
-            granted = _apply_grant(grant, options, record, say) and granted
+            with interrupts_held():
+                granted = _apply_grant(grant, options, record, say) and granted
     finally:
         if not options.dry_run:
             try:
-                save_record(rec_path, record)
+                with interrupts_held():
+                    save_record(rec_path, record)
             except RecordError as exc:
                 raise InstallError(str(exc)) from None
     if not granted:

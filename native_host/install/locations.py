@@ -368,9 +368,10 @@ def rows_for(platform: str) -> tuple[BrowserRow, ...]:
 
 
 def select_rows(platform: str, names: Iterable[str] | None) -> tuple[BrowserRow, ...]:
-    """Rows for the given browser words (`all` or None = every row); unknown words raise."""
+    """Rows for the given browser words, in any case (`all` or None = every row); unknown
+    words raise."""
     rows = rows_for(platform)
-    wanted = list(names) if names is not None else ["all"]
+    wanted = [name.lower() for name in names] if names is not None else ["all"]
     if "all" in wanted:
         return rows
     by_name = {row.name: row for row in rows}
@@ -509,7 +510,10 @@ def normalize_extension_id(value: str) -> str:
     if candidate.startswith("chrome-extension://"):
         candidate = candidate.removeprefix("chrome-extension://").rstrip("/")
     if not EXTENSION_ID_RE.match(candidate):
-        raise ValueError(f"{value!r} is not an extension id (32 characters a-p)")
+        hint = ""
+        if EXTENSION_ID_RE.match(candidate.lower()):
+            hint = f"; lowercase? Chrome's ids are: {candidate.lower()}"
+        raise ValueError(f"{value!r} is not an extension id (32 characters a-p){hint}")
     return candidate
 
 

@@ -293,6 +293,16 @@ def select_targets(options: InstallOptions, ctx: Environment) -> tuple[list[Targ
     return chosen, skipped
 
 
+def _given_host(host_path: Path, ctx: Environment) -> Path:
+    """`--host-path`, absolute: an existing executable file (UsageError otherwise)."""
+    host = host_path.absolute()
+    if not host.is_file():
+        raise UsageError(f"--host-path {host} is not an existing file")
+    if ctx.os is not Os.WIN32 and not os.access(host, os.X_OK):
+        raise UsageError(f"--host-path {host} is not executable (chmod 755 it)")
+    return host
+
+
 def _host_path(
     options: InstallOptions, ctx: Environment, warnings: list[str]
 ) -> tuple[str, FileWrite | None, FileWrite | None]:
@@ -302,11 +312,7 @@ def _host_path(
     The image holds this package's code, compiled by this interpreter: the one the
     launcher runs (`interpreter.current`)."""
     if options.host_path is not None:
-        host = options.host_path.absolute()
-        if not host.is_file():
-            raise UsageError(f"--host-path {host} is not an existing file")
-        if ctx.os is not Os.WIN32 and not os.access(host, os.X_OK):
-            raise UsageError(f"--host-path {host} is not executable (chmod 755 it)")
+        host = _given_host(options.host_path, ctx)
         refuse_shared_location("the host", str(host), ctx, options.scope)
         return str(host), None, None
     if ctx.frozen:
@@ -417,6 +423,8 @@ def _config_write(options: InstallOptions, ctx: Environment, warnings: list[str]
 def plan_install(options: InstallOptions, ctx: Environment) -> Plan:
     """Decide every write without performing any."""
     warnings: list[str] = []
+    if options.host_path is not None:
+        _given_host(options.host_path, ctx)  # a usage error before anything else
     ids, config_write = _config_write(options, ctx, warnings)
     chosen, skipped = select_targets(options, ctx)
     host, launcher, image = _host_path(options, ctx, warnings)

@@ -88,8 +88,11 @@ def run_cli(tmp_path: Path, *extra: str) -> tuple[subprocess.Popen[str], str]:
     return process, banner
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
-def test_cli_serves_and_cleans_up_on_signal(tmp_path: Path, signum: int) -> None:
+@pytest.mark.parametrize(
+    ("signum", "status"), [(signal.SIGTERM, 0), (signal.SIGINT, 130)], ids=["TERM", "INT"]
+)
+def test_cli_serves_and_cleans_up_on_signal(tmp_path: Path, signum: int, status: int) -> None:
+    """SIGTERM is how a script stops it (0); Ctrl-C is a person's (130, as every command)."""
     record = tmp_path / "record.jsonl"
     process, banner = run_cli(tmp_path, "--generation", "legacy", "--record", str(record))
     try:
@@ -102,7 +105,7 @@ def test_cli_serves_and_cleans_up_on_signal(tmp_path: Path, signum: int) -> None
         assert client.result("ping", {}, callerSdkVersion="1.2.3") == {"connected": True}
         client.close()
         process.send_signal(signum)
-        assert process.wait(timeout=5) == 0
+        assert process.wait(timeout=5) == status
     finally:
         process.kill()
         process.wait()

@@ -18,7 +18,7 @@ from pathlib import Path, PurePath, PureWindowsPath
 from typing import TextIO
 
 from native_host.install import locations
-from native_host.install.cli import USAGE_ERROR, add_user_data_dir_option
+from native_host.install.cli import USAGE_ERROR, add_user_data_dir_option, browser_names
 from native_host.install.doctor import core_side, extensions, manifests, sandbox, selftest
 from native_host.install.doctor.browser_policy import policy_findings, read_policy, system_install
 from native_host.install.doctor.report import NOT_FOUND, Finding, Status, exit_status, render
@@ -34,6 +34,7 @@ from native_host.install.record import (
     record_path,
 )
 from native_host.install.registry import Registry, WindowsRegistry
+from native_host.usage import Parser, seconds
 
 DEFAULT_TIMEOUT_S = 15.0
 FIX_AGAIN = "run `pedelec-native-host install` again"
@@ -402,7 +403,7 @@ def diagnose(
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="pedelec-native-host doctor",
         description="Check every browser registration, the host itself and the Core.",
     )
@@ -412,15 +413,15 @@ def _parser() -> argparse.ArgumentParser:
         action="extend",
         nargs="+",
         metavar="NAME",
-        help="browser to check (repeatable; 'all' for every known one)",
+        help=browser_names("check") + " (default: every browser installed)",
     )
     add_user_data_dir_option(parser, "check")
     parser.add_argument(
         "--timeout",
-        type=float,
+        type=seconds,
         default=DEFAULT_TIMEOUT_S,
         metavar="SECONDS",
-        help="how long to wait for the host's ping answer (default 15)",
+        help="how long to wait for the host's ping answer, more than 0 (default 15)",
     )
     return parser
 

@@ -17,6 +17,7 @@ from native_host.hostproc import HostProcess, HostProtocolError
 from native_host.install import locations
 from native_host.install.contents import launcher_interpreter
 from native_host.install.doctor.report import COMMUNICATION, EXITED, Finding, Status
+from native_host.usage import interrupts_held
 
 PING_ID = "doctor_ping"
 EXIT_GRACE_S = 3.0
@@ -177,8 +178,10 @@ def run_self_test(host: Path, env: Mapping[str, str], timeout: float) -> list[Fi
     """Start `host chrome-extension://<official id>/` in its own directory (as Chrome
     does), send one ping frame, read the answer, close stdin and expect a clean exit."""
     origin = locations.extension_origin(OFFICIAL_EXTENSION_ID)
+    proc: HostProcess | None = None
     try:
-        proc = HostProcess([str(host)], [origin], env, cwd=str(host.parent))
+        with interrupts_held():  # a Ctrl-C from here on still ends the host
+            proc = HostProcess([str(host)], [origin], env, cwd=str(host.parent))
     except OSError as exc:
         # A launcher whose `#!` interpreter is gone cannot be executed at all (ENOENT);
         # Chrome's forked child then exits 127, so the browser says "exited".
@@ -188,6 +191,10 @@ def run_self_test(host: Path, env: Mapping[str, str], timeout: float) -> list[Fi
         if gone is not None:
             detail, hint = f"{detail}: {gone[0]}", gone[1]
         return [Finding(Status.FAIL, "", "host starts", detail, hint, EXITED)]
+    except KeyboardInterrupt:
+        if proc is not None:
+            _kill(proc)
+        raise
     try:
         try:
             reply = proc.request({"type": "ping", "requestId": PING_ID}, timeout=timeout)
