@@ -174,6 +174,4 @@ rm -rf "$prefix/venv.old" "$prefix/bundle.old"
 mkdir -p "$state_dir"
 printf '%s\n' "$prefix" > "$prefix_record"
 say "recorded" "$prefix_record (install.sh --uninstall finds the prefix there)"
-echo
-echo "next: check that each browser can start the host:"
-echo "  \"$host\" doctor"
+# The host's own `install` printed the next step: its `doctor`, by full path.

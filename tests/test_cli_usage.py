@@ -77,6 +77,8 @@ USAGE_ERRORS: list[tuple[str, ...]] = [
     ("doctor", "--browser", "netscape"),
     ("doctor", "--user-data-dir"),
     ("doctor", "--user-data-dir", f"{ABSENT}/profile"),
+    ("doctor", "--report"),
+    ("doctor", "--report", f"{ABSENT}/report.txt"),
     # version and help
     ("version", "extra"),
     ("help", "install", "doctor"),

@@ -148,7 +148,7 @@ def run(env: dict[str, str], *args: str) -> tuple[int, list[dict[str, str]], str
         env=env, capture_output=True, text=True, timeout=90, cwd=REPO,
     )  # fmt: skip
     assert result.stdout, result.stderr
-    return result.returncode, json.loads(result.stdout), result.stderr
+    return result.returncode, json.loads(result.stdout)["findings"], result.stderr
 
 
 def finding(findings: list[dict[str, str]], check: str) -> dict[str, str]:
@@ -537,7 +537,7 @@ def test_host_that_exits_or_closes_its_pipes(
         env=env, capture_output=True, text=True, timeout=90, cwd=REPO,
     )  # fmt: skip
     assert_no_traceback(result.stderr)
-    problem = finding(json.loads(result.stdout), "host answers ping")
+    problem = finding(json.loads(result.stdout)["findings"], "host answers ping")
     assert (problem["status"], problem["symptom"]) == ("fail", EXITED)
     assert words in problem["detail"]
     assert result.returncode == 1

@@ -54,7 +54,7 @@ def doctor(env: dict[str, str], *args: str, timeout: float = 60) -> list[dict[st
         env=env, capture_output=True, text=True, timeout=timeout, cwd=REPO,
     )  # fmt: skip
     assert "Traceback" not in result.stderr, result.stderr
-    findings: list[dict[str, str]] = json.loads(result.stdout)
+    findings: list[dict[str, str]] = json.loads(result.stdout)["findings"]
     return findings
 
 
@@ -470,7 +470,7 @@ def test_a_file_the_user_cannot_read_is_said_not_a_crash(
         timeout=60,
     )
     assert "Traceback" not in done.stderr, done.stderr
-    findings = json.loads(done.stdout)
+    findings = json.loads(done.stdout)["findings"]
     (problem,) = checked(findings, "profile files")
     assert problem["detail"] == (
         f'profile Default ("Person 1"): {user_data / "Default" / "Preferences"} cannot be read: '
@@ -487,7 +487,7 @@ def test_a_file_the_user_cannot_read_is_said_not_a_crash(
             check=False,
             timeout=60,
         ).stdout
-    )
+    )["findings"]
     (listed,) = checked(findings, "profiles")
     assert f"{user_data / 'Local State'} cannot be read: Permission denied" in listed["detail"]
     assert [f["status"] for f in checked(findings, "extension")] == ["ok"]  # found by its folder

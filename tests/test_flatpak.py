@@ -69,7 +69,7 @@ def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
 def doctor(env: dict[str, str], *args: str) -> tuple[int, list[dict[str, str]]]:
     result = cli(env, "doctor", "--json", *args)
     assert "Traceback" not in result.stderr, result.stderr
-    return result.returncode, json.loads(result.stdout)
+    return result.returncode, json.loads(result.stdout)["findings"]
 
 
 def of(findings: list[dict[str, str]], subject: str, check: str) -> dict[str, str]:

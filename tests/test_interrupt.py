@@ -185,9 +185,12 @@ def test_doctor_waiting_for_a_host(
     }
     (profile / "NativeMessagingHosts").mkdir(parents=True)
     (profile / "NativeMessagingHosts" / f"{HOST_NAME}.json").write_text(json.dumps(manifest))
-    args = ["doctor", "--user-data-dir", str(profile), "--timeout", "60"]
+    report = tmp_path / "report.txt"
+    args = ["doctor", "--user-data-dir", str(profile), "--timeout", "60", "--report", str(report)]
     done = interrupt(run_env, args, after_s, group)
     assert_interrupted(done, "doctor")
+    assert not report.exists()
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".report")] == []
     assert empty(Path(run_env["TMPDIR"]))
 
 

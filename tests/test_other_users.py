@@ -340,7 +340,7 @@ def test_doctor_names_the_squatter_in_words_a_user_can_act_on(scene: Scene, tmp_
         timeout=60,
     )
     assert "Traceback" not in done.stderr
-    rows = json.loads(done.stdout)
+    rows = json.loads(done.stdout)["findings"]
     (ping,) = [r for r in rows if r["check"] == "Core answers ping"]
     assert ping["status"] == "fail"
     assert (

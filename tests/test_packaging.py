@@ -248,7 +248,7 @@ def assert_registered_host_answers(env: dict[str, str], tool_dir: Path) -> None:
     with DevCore(DevCoreSettings(home=Path(env["PEDELEC_HOME"]))) as core:
         checked = run([command, "doctor", "--json"], env=env, timeout=120)
         assert checked.stdout, checked.stderr
-        findings = json.loads(checked.stdout)
+        findings = json.loads(checked.stdout)["findings"]
         pings = [f for f in findings if f["check"] == "host answers ping"]
         assert [(f["subject"], f["status"]) for f in pings] == [("chromium", "ok")], pings
         assert "Core connected" in pings[0]["detail"]

@@ -16,7 +16,8 @@ from pathlib import Path, PurePosixPath
 import pytest
 
 from native_host import paths
-from native_host.install.doctor.report import Finding, Status, render
+from native_host.install.doctor.report import Finding, Status
+from native_host.install.doctor.verdict import render
 from native_host.install.locations import Sandbox, rows_for
 from tests.support.release_scripts import release_module
 
@@ -276,7 +277,7 @@ def report(browsers: list[str], changes: dict[str, Finding] | None = None) -> li
         findings.append(Finding(Status.WARN, browser, "profiles", "none"))
     findings.append(Finding(Status.FAIL, "core", "Core answers ping", "no Core endpoint to try"))
     findings.extend(changed.values())
-    parsed: list[dict[str, str]] = json.loads(render(findings, as_json=True))
+    parsed: list[dict[str, str]] = gate.findings_of(json.loads(render(findings, as_json=True)))
     return parsed
 
 

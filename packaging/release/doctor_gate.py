@@ -67,6 +67,13 @@ def same_file(a: str, b: str) -> bool:
     return os.path.normcase(os.path.abspath(a)) == os.path.normcase(os.path.abspath(b))
 
 
+def findings_of(report: object) -> list[Finding]:
+    """The findings of a `doctor --json` report: `{"verdict": ..., "findings": [...]}`."""
+    if not isinstance(report, dict) or not isinstance(report.get("findings"), list):
+        raise ValueError("not a doctor --json report (no findings list)")
+    return [f for f in report["findings"] if isinstance(f, dict)]
+
+
 def judge(findings: Sequence[Finding], browsers: Iterable[str], host: str) -> list[str]:
     """Every reason the report fails the gate (none: it passes)."""
     problems = []
@@ -105,9 +112,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"doctor exited {done.returncode} (0 or 1 expected):\n{done.stdout}", file=sys.stderr)
         return 1
     try:
-        findings = json.loads(done.stdout)
-    except json.JSONDecodeError as exc:
-        print(f"doctor --json printed no JSON ({exc}):\n{done.stdout}", file=sys.stderr)
+        findings = findings_of(json.loads(done.stdout))
+    except ValueError as exc:  # json.JSONDecodeError is one
+        print(f"doctor --json printed no report ({exc}):\n{done.stdout}", file=sys.stderr)
         return 1
     for line in findings:
         print(f"{line['status']:<5} {line['subject']:<16} {line['check']}: {line['detail']}")

@@ -39,7 +39,7 @@ def doctor(world: E2EWorld) -> list[dict[str, str]]:
         env=world.env, capture_output=True, text=True, timeout=60, cwd=REPO,
     )  # fmt: skip
     assert "Traceback" not in done.stderr, done.stderr
-    findings: list[dict[str, str]] = json.loads(done.stdout)
+    findings: list[dict[str, str]] = json.loads(done.stdout)["findings"]
     return findings
 
 

@@ -109,7 +109,7 @@ def test_doctor_from_the_installed_executable_says_the_registration_is_its_own(
 ) -> None:
     done = run_installed(installed_msi, "doctor", "--json", "--browser", "chrome", "edge")
     assert b"Traceback" not in done.stdout + done.stderr, done.stderr
-    findings = json.loads(done.stdout)
+    findings = json.loads(done.stdout)["findings"]
     by_check = {(f["subject"], f["check"]): f for f in findings}
     for browser in ("chrome", "edge"):
         registered = by_check[(browser, "host registered")]

@@ -82,7 +82,7 @@ def out(done: object) -> str:
 
 def chrome_manifest_check(world: WineWorld) -> dict[str, str]:
     done = world.cli("doctor", "--json", "--browser", "chrome", "--timeout", "60")
-    findings = json.loads(done.stdout)
+    findings = json.loads(done.stdout)["findings"]
     return next(f for f in findings if f["check"] == "manifest present")
 
 

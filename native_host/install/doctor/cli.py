@@ -19,9 +19,17 @@ from typing import TextIO
 
 from native_host.install import locations
 from native_host.install.cli import USAGE_ERROR, add_user_data_dir_option, browser_names
-from native_host.install.doctor import core_side, extensions, manifests, sandbox, selftest
+from native_host.install.doctor import (
+    bug_report,
+    core_side,
+    extensions,
+    manifests,
+    sandbox,
+    selftest,
+)
 from native_host.install.doctor.browser_policy import policy_findings, read_policy, system_install
-from native_host.install.doctor.report import NOT_FOUND, Finding, Status, exit_status, render
+from native_host.install.doctor.report import NOT_FOUND, Finding, Status, exit_status
+from native_host.install.doctor.verdict import render
 from native_host.install.locations import BrowserRow, Os, Sandbox, Scope, Target
 from native_host.install.managed_policy import Permission, PolicyReader, PolicyRegistry
 from native_host.install.plan import as_local
@@ -34,7 +42,7 @@ from native_host.install.record import (
     record_path,
 )
 from native_host.install.registry import Registry, WindowsRegistry
-from native_host.usage import Parser, seconds
+from native_host.usage import Parser, existing_parent, seconds
 
 DEFAULT_TIMEOUT_S = 15.0
 FIX_AGAIN = "run `pedelec-native-host install` again"
@@ -74,6 +82,8 @@ class Doctor:
     _loaded: dict[str, manifests.ManifestContext] = field(default_factory=dict)
     """The manifest each subject's browser loads, until its extension check (which judges
     ids by it) takes it."""
+    seen: list[bug_report.Seen] = field(default_factory=list)
+    """Each registration followed and the manifest it names (`doctor --report`)."""
 
     @property
     def os(self) -> Os:
@@ -111,6 +121,7 @@ class Doctor:
                     "install record",
                     str(exc),
                     "move it away, then run `pedelec-native-host install` again",
+                    cause="install-record",
                 )
             )
             return
@@ -283,6 +294,7 @@ class Doctor:
                     f"none (looked in {looked}){passed_over}",
                     fix,
                     NOT_FOUND,
+                    "not-registered",
                 )
             )
             return
@@ -296,6 +308,7 @@ class Doctor:
             notes.append(f"shadows {', '.join(registered.shadowed)}")
         detail = registered.where + (f" ({'; '.join(notes)})" if notes else "")
         data, why = manifests.read_manifest(registered.path)
+        self.seen.append(bug_report.Seen(subject, registered.where, data))
         if data is None and why == "file missing":
             self.add(
                 Finding(
@@ -305,6 +318,7 @@ class Doctor:
                     f"{registered.where}: file missing",
                     fix,
                     NOT_FOUND,
+                    "not-registered",
                 )
             )
             return
@@ -318,6 +332,7 @@ class Doctor:
                     f"{registered.path}: {why}",
                     fix,
                     NOT_FOUND,
+                    "registration-broken",
                 )
             )
             return
@@ -423,6 +438,14 @@ def _parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="how long to wait for the host's ping answer, more than 0 (default 15)",
     )
+    parser.add_argument(
+        "--report",
+        type=existing_parent,
+        metavar="FILE",
+        help="also write FILE, to attach to a bug report: versions, the system, every "
+        "finding, the registrations, settings and the log's last lines, with home paths "
+        "and other extension ids replaced and no prompt, token or tool argument",
+    )
     return parser
 
 
@@ -443,6 +466,17 @@ def main(argv: Sequence[str], out: TextIO | None = None) -> int:
         sys.stderr.write(f"pedelec-native-host doctor: error: {exc}\n")
         return USAGE_ERROR
     stream.write(render(findings, args.json))
+    if args.report is not None:
+        text = bug_report.compose(
+            findings, render(findings, False), doctor.seen, doctor.record, doctor.env,
+            doctor.home,
+        )  # fmt: skip
+        try:
+            bug_report.write(args.report, text)
+        except bug_report.ReportRefused as exc:
+            sys.stderr.write(f"pedelec-native-host doctor: error: no report written: {exc}\n")
+            return 1
+        sys.stderr.write(f"report written to {args.report}: attach it to your bug report\n")
     return exit_status(findings)
 
 

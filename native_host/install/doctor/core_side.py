@@ -9,12 +9,18 @@ in the host's words.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Mapping
 from pathlib import Path
 
 from native_host import paths
 from native_host.install.doctor.report import CORE_DOWN, EXITED, Finding, Status
+
+DESKTOP_CLOSED = "desktop-closed"
+"""`verdict.CAUSES`: the Desktop is not running, and the host can start it."""
+DESKTOP_DOWN = "desktop-down"
+"""`verdict.CAUSES`: the Desktop is not running, and the host cannot start it."""
 
 CORE_TIMEOUT_S = 3.0
 REFUSED = "refused: "
@@ -120,39 +126,50 @@ def launch_finding(env: Mapping[str, str]) -> Finding:
 
 
 def core_findings(env: Mapping[str, str]) -> list[Finding]:
-    """runtime.json, a Core ping, app-launch.json: the last decides how bad a dead Core is
-    (the host starts Pedelec Desktop itself when it can)."""
+    """A Core ping, runtime.json, app-launch.json: the last decides how bad a dead Core is
+    (the host starts Pedelec Desktop itself when it can). The ping's line says the cause;
+    runtime.json and app-launch.json, when they only follow from it, point there."""
     runtime = runtime_finding(env)
     launch = launch_finding(env)
     reachable, what = ping_core(env) if runtime.status is Status.OK else (False, "")
-    findings = [runtime]
     if reachable:
-        findings.append(Finding(Status.OK, "core", "Core answers ping", what))
+        ping = Finding(Status.OK, "core", "Core answers ping", what)
         if launch.status is Status.FAIL:  # only matters once the Desktop is closed
             launch = Finding(Status.WARN, *_fields(launch))
+        return [ping, runtime, launch]
+    can_launch = launch.status is Status.OK
+    refused = what.startswith(REFUSED)
+    if refused:
+        cause = "core-squatted"
+        hint = (
+            "start Pedelec Desktop: its Core listens on a new port, and the host never "
+            "writes to this listener; if it keeps coming back, tell whoever runs this "
+            "machine that another account is squatting the Core's port"
+        )
+    elif can_launch:
+        cause, hint = DESKTOP_CLOSED, ""  # nothing to do: the host starts it when needed
     else:
-        can_launch = launch.status is Status.OK
-        detail = (f"no answer: {what}" if what else "no Core endpoint to try") + (
-            "; the host will start Pedelec Desktop in the background" if can_launch else ""
-        )
-        hint = "start Pedelec Desktop once"
-        if what.startswith(REFUSED):
-            hint = (
-                "start Pedelec Desktop: its Core listens on a new port, and the host never "
-                "writes to this listener; if it keeps coming back, tell whoever runs this "
-                "machine that another account is squatting the Core's port"
-            )
-        findings.append(
-            Finding(
-                Status.WARN if can_launch else Status.FAIL,
-                "core",
-                "Core answers ping",
-                detail,
-                hint,
-                f"every request fails with {CORE_DOWN}",
-            )
-        )
-    return [*findings, launch]
+        cause = DESKTOP_DOWN
+        hint = "start Pedelec Desktop (once it has run, the host can start it by itself)"
+    detail = "no answer: " + (what if what else "Pedelec Desktop is not running (no runtime.json)")
+    if can_launch:
+        detail += "; the host will start Pedelec Desktop in the background"
+    ping = Finding(
+        Status.WARN if can_launch else Status.FAIL,
+        "core",
+        "Core answers ping",
+        detail,
+        hint,
+        "every page request fails with CORE_RUNTIME_UNAVAILABLE" if not can_launch else "",
+        cause,
+    )
+    if runtime.status is Status.WARN:  # absent or stale: the Desktop is not running
+        runtime = dataclasses.replace(runtime, cause=cause)
+    if launch.status is Status.WARN and not refused:  # absent: why the host cannot start it
+        launch = dataclasses.replace(launch, cause=cause)
+    elif launch.status is Status.FAIL:
+        launch = dataclasses.replace(launch, cause="desktop-unlaunchable")
+    return [ping, runtime, launch]
 
 
 def _fields(finding: Finding) -> tuple[str, str, str, str, str]:
@@ -174,6 +191,7 @@ def origin_policy_finding(env: Mapping[str, str]) -> Finding:
             problem,
             "fix the file or remove it (default: mode extension)",
             "ORIGIN_NOT_APPROVED (policy_invalid) for every page request",
+            "policy-invalid",
         )
     if not os.path.lexists(store.path):
         return Finding(
@@ -203,6 +221,7 @@ def config_finding(env: Mapping[str, str]) -> Finding:
             "; ".join(config.problems),
             "fix the file; until then only the official extension is allowed",
             f"{EXITED} for any other extension",
+            "config-invalid",
         )
     ids = ", ".join(config.allowed_extension_ids) or "none"
     state = "present" if os.path.lexists(path) else "absent (defaults)"

@@ -341,7 +341,9 @@ def _copy_finding(subject: Subject, copy: PedelecCopy, ctx: ManifestContext | No
         )
     if refused:
         detail = f"{head}, enabled, but {refused}"
-        return Finding(Status.FAIL, subject.name, "extension", detail, allow_fix, symptom)
+        return Finding(
+            Status.FAIL, subject.name, "extension", detail, allow_fix, symptom, "extension-refused"
+        )
     allowed = "" if official else "; allowed_origins and config.json allow it"
     return Finding(Status.OK, subject.name, "extension", f"{head}, enabled{allowed}")
 
@@ -358,7 +360,11 @@ def extension_findings(subject: Subject, ctx: ManifestContext | None) -> list[Fi
     if not profiles:
         detail = f"none in {subject.user_data_dir}" + (f" ({why})" if why else "")
         hint = "start the browser once with this user data dir, then install the extension"
-        return [Finding(Status.WARN, subject.name, "profiles", detail, hint, NO_EXTENSION)]
+        return [
+            Finding(
+                Status.WARN, subject.name, "profiles", detail, hint, NO_EXTENSION, "never-started"
+            )
+        ]
     read, skipped = profiles[:MAX_PROFILES], profiles[MAX_PROFILES:]
     counted = (
         f"{len(profiles)} ({len(read)} read, at most {MAX_PROFILES})"
@@ -413,6 +419,7 @@ def extension_findings(subject: Subject, ctx: ManifestContext | None) -> list[Fi
                 f"no Pedelec extension in {where} read: {_labels(looked)}",
                 f"install it from {STORE_PAGE} in the profile you use",
                 NO_EXTENSION,
+                "no-extension",
             )
         )
     return findings

@@ -144,6 +144,8 @@ class ManifestCheck:
     symptom: str
     hint: str
     needs: tuple[str, ...] = ()
+    cause: str = "registration-broken"
+    """Its failure in a user's words (`verdict.CAUSES`)."""
 
 
 MANIFEST_CHECKS: tuple[ManifestCheck, ...] = (
@@ -151,7 +153,13 @@ MANIFEST_CHECKS: tuple[ManifestCheck, ...] = (
     ManifestCheck("type", _check_type, Status.FAIL, NOT_FOUND, "run `{install}`"),
     ManifestCheck("path absolute", _check_absolute, Status.FAIL, NOT_FOUND, "run `{install}`"),
     ManifestCheck(
-        "path exists", _check_exists, Status.FAIL, NOT_FOUND, "run `{install}`", ("path absolute",)
+        "path exists",
+        _check_exists,
+        Status.FAIL,
+        NOT_FOUND,
+        "run `{install}`",
+        ("path absolute",),
+        "host-gone",
     ),
     ManifestCheck(
         "path executable",
@@ -160,6 +168,7 @@ MANIFEST_CHECKS: tuple[ManifestCheck, ...] = (
         EXITED,
         "chmod 755 the file named by `path`, or run `{install}`",
         ("path exists",),
+        "host-broken",
     ),
     ManifestCheck(
         "path only yours",
@@ -173,7 +182,12 @@ MANIFEST_CHECKS: tuple[ManifestCheck, ...] = (
         "allowed_origins valid", _check_origins_shape, Status.FAIL, NOT_FOUND, "run `{install}`"
     ),
     ManifestCheck(
-        "official extension allowed", _check_official, Status.FAIL, FORBIDDEN, "run `{install}`"
+        "official extension allowed",
+        _check_official,
+        Status.FAIL,
+        FORBIDDEN,
+        "run `{install}`",
+        cause="extension-refused",
     ),
     ManifestCheck(
         "extra extension ids",
@@ -181,6 +195,7 @@ MANIFEST_CHECKS: tuple[ManifestCheck, ...] = (
         Status.WARN,
         f"{FORBIDDEN} (or {EXITED} after ORIGIN_NOT_APPROVED)",
         "run `{install} --extension-id ID` for each id you use",
+        cause="",
     ),
 )
 
@@ -199,7 +214,9 @@ def run_manifest_table(subject: str, ctx: ManifestContext) -> tuple[list[Finding
         else:
             hint = check.hint.format(install=ctx.install_hint, only_yours=host_location.fix(detail))
             findings.append(
-                Finding(check.failure, subject, check.name, detail, hint, check.symptom)
+                Finding(
+                    check.failure, subject, check.name, detail, hint, check.symptom, check.cause
+                )
             )
     return findings, passed
 
@@ -338,6 +355,7 @@ def host_identity(
                 f'run `{install_hint}` to switch back to this host (docs/install.md, "Switching '
                 'hosts")',
                 "the page talks to Pedelec Desktop's bundled host, not this one",
+                "desktop-host-back",
             )
         return Finding(
             Status.OK,

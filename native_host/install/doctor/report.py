@@ -1,4 +1,4 @@
-"""The doctor's report: one `Finding` per check, printed as text lines or JSON.
+"""The doctor's findings: one `Finding` per check (`verdict` prints them and judges).
 
 Symptoms are what the user would actually see: Chrome's `lastError` text in quotes
 (observed in a real Chromium, manifests/README.md), or the error code requests fail with.
@@ -6,8 +6,6 @@ Symptoms are what the user would actually see: Chrome's `lastError` text in quot
 
 from __future__ import annotations
 
-import dataclasses
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -40,23 +38,21 @@ class Finding:
     symptom: str = ""
     """What the user would see: Chrome's `lastError` message in quotes, or the error
     code requests would fail with."""
+    cause: str = ""
+    """A key of `verdict.CAUSES`: the problem in a user's words, said once."""
 
-    def line(self) -> str:
+    def line(self, see: str = "") -> str:
+        """One line; a problem whose cause another line says points there (`see`)
+        instead of repeating its symptom and fix."""
         text = f"{self.status.value:<4}  {self.subject:<16} {self.check}: {self.detail}"
         if self.status is not Status.OK:
+            if see:
+                return f"{text} | {see}"
             if self.symptom:
                 text += f" | symptom: {self.symptom}"
             if self.hint:
                 text += f" | fix: {self.hint}"
         return text
-
-
-def render(findings: Sequence[Finding], as_json: bool) -> str:
-    """The whole report: one line per finding, or a JSON list of objects."""
-    if as_json:
-        rows = [{k: str(v) for k, v in dataclasses.asdict(f).items()} for f in findings]
-        return json.dumps(rows, indent=2) + "\n"
-    return "".join(f.line() + "\n" for f in findings)
 
 
 def exit_status(findings: Sequence[Finding]) -> int:

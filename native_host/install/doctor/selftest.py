@@ -20,6 +20,8 @@ from native_host.install.doctor.report import COMMUNICATION, EXITED, Finding, St
 from native_host.usage import interrupts_held
 
 PING_ID = "doctor_ping"
+CORE_THROUGH_HOST = "core-through-host"
+"""`verdict.CAUSES`: said by the Core's own check."""
 EXIT_GRACE_S = 3.0
 MAX_SCRIPT_BYTES = 65_536
 REINSTALL = (
@@ -129,15 +131,17 @@ def _ping_findings(reply: Mapping[str, Any]) -> list[Finding]:
     details = error.get("details") if isinstance(error.get("details"), dict) else {}
     assert isinstance(details, dict)
     stage = details.get("stage")
+    where = f"{error.get('code')}" + (f" at stage {stage}" if stage else "")
     return [
         Finding(Status.OK, "", "host answers ping", "ok (well-formed response frame)"),
         Finding(
             Status.WARN,
             "",
             "Core through the host",
-            f"{error.get('code')}: {error.get('message')}" + (f" (stage {stage})" if stage else ""),
+            f"the host answered, but reached no Core ({where})",
             "see the core checks below",
             f"requests fail with {error.get('code')}",
+            CORE_THROUGH_HOST,
         ),
     ]
 
