@@ -25,6 +25,7 @@ from native_host import HOST_NAME, OFFICIAL_EXTENSION_ID
 from native_host.devcore import DevCore, DevCoreSettings
 from native_host.hostproc import HostProcess
 from native_host.install import flatpak
+from tests.support.machine import install_cli
 from tests.support.markers import needs_os
 
 pytestmark = [pytest.mark.process, needs_os("linux", reason="Flatpak browsers exist on Linux only")]
@@ -64,6 +65,13 @@ def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
         [sys.executable, "-m", "native_host", *argv],
         env=env, capture_output=True, text=True, timeout=90, cwd=REPO,
     )  # fmt: skip
+
+
+def empty_machine(tmp_path: Path) -> Path:
+    """System folders with no browser program in them: only the home's browsers count."""
+    machine = tmp_path / "machine"
+    machine.mkdir(exist_ok=True)
+    return machine
 
 
 def doctor(env: dict[str, str], *args: str) -> tuple[int, list[dict[str, str]]]:
@@ -125,7 +133,7 @@ def test_flatpak_only_home_needs_the_explicit_opt_in(
     tmp_path: Path, home: Path, env: dict[str, str]
 ) -> None:
     flatpak_home(home)
-    result = cli(env, "install")
+    result = install_cli(env, empty_machine(tmp_path), "install", "--force")
     assert result.returncode == 1
     assert "Google Chrome (Flatpak): not registered" in result.stderr
     assert "pass --flatpak" in result.stderr
@@ -300,7 +308,7 @@ def test_doctor_refuses_a_flatpak_manifest_naming_a_path_outside_the_sandbox(
 
 def test_snap_only_home(tmp_path: Path, home: Path, env: dict[str, str]) -> None:
     snap_home(home)
-    result = cli(env, "install")
+    result = install_cli(env, empty_machine(tmp_path), "install", "--force")
     assert result.returncode == 1
     assert "Chromium (Snap): not registered" in result.stderr
     assert ".deb or vendor package" in result.stderr and "--flatpak" in result.stderr
@@ -314,11 +322,11 @@ def test_snap_only_home(tmp_path: Path, home: Path, env: dict[str, str]) -> None
     assert explicit.returncode == 1 and "Snap" in explicit.stderr
 
 
-def test_snap_and_flatpak_in_one_home(home: Path, env: dict[str, str]) -> None:
+def test_snap_and_flatpak_in_one_home(home: Path, env: dict[str, str], tmp_path: Path) -> None:
     require_flatpak()
     snap_home(home)
     flatpak_home(home, "org.chromium.Chromium", "chromium")
-    without = cli(env, "install")
+    without = install_cli(env, empty_machine(tmp_path), "install", "--force")
     assert without.returncode == 1
     assert "Chromium (Snap)" in without.stderr and "Chromium (Flatpak)" in without.stderr
     result = cli(env, "install", "--flatpak", "--flatpak-grant")

@@ -21,6 +21,7 @@ import pytest
 from native_host import HOST_NAME, OFFICIAL_EXTENSION_ID, startimage
 from native_host.install import installer, interpreter, locations, uninstall
 from native_host.install.locations import RegistryKey, RegistryView, Scope
+from tests.support.machine import install_cli
 from tests.support.registry import FakeRegistry
 
 pytestmark = pytest.mark.process
@@ -183,21 +184,32 @@ def test_default_selects_browsers_whose_user_data_dir_exists(
     assert "(chromium)" in result.stdout and "(brave)" in result.stdout
 
 
-def test_no_installed_browser_is_an_error_naming_the_way_out(env: dict[str, str]) -> None:
-    """One short line saying what to pass; every directory looked for under --verbose."""
+def test_no_installed_browser_is_an_error_naming_the_way_out(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    """One short line saying what to pass; every folder and program looked for under
+    --verbose (on a machine with no browser program: its system folders are empty)."""
     rows = locations.rows_for("linux")
-    result = run_cli(env, "install")
+    machine = tmp_path / "machine"
+    machine.mkdir()
+    result = install_cli(env, machine, "install", "--force")
     assert result.returncode == 1
     assert result.stderr.splitlines() == [
         "error: no installed browser found: pass --browser NAME, --browser all or "
-        f"--user-data-dir DIR (--verbose lists the {len(rows)} directories looked for)"
+        f"--user-data-dir DIR (--verbose lists the {len(rows)} browsers' folders and programs)"
     ]
-    verbose = run_cli(env, "install", "--verbose")
+    verbose = install_cli(env, machine, "install", "--force", "--verbose")
     assert verbose.returncode == 1
     first, *looked = verbose.stderr.splitlines()
     assert first.startswith("error: no installed browser found: pass --browser NAME")
     home = PurePath(env["HOME"])
-    assert looked == [f"  {r.name}: {locations.row_user_data_dir(r, env, home)}" for r in rows]
+    assert [line.split(",")[0] for line in looked] == [
+        f"  {r.name}: {locations.row_user_data_dir(r, env, home)}" for r in rows
+    ]
+    assert (
+        f"  chromium: {home}/.config/chromium, {machine}/usr/lib/chromium/chromium"
+        in looked[[r.name for r in rows].index("chromium")]
+    )
     assert "  chromium-flatpak: " in verbose.stderr and "  chromium-snap: " in verbose.stderr
 
 

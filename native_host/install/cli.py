@@ -140,12 +140,12 @@ def _uninstall_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str]) -> int:
+def main(argv: Sequence[str], system_root: Path = Path("/")) -> int:
     """Run `install` or `uninstall`: exit 2 on a usage error, 1 with one `error:` line on
-    any other problem."""
+    any other problem. `system_root`: where the browsers' system folders are (tests)."""
     word, rest = argv[0], list(argv[1:])
     try:
-        ctx = installer.default_environment(sys.stdout)
+        ctx = installer.default_environment(sys.stdout, system_root)
         if word == "uninstall":
             args = _uninstall_parser().parse_args(rest)
             uninstall.uninstall(ctx, dry_run=args.dry_run)

@@ -322,6 +322,8 @@ def install(options: InstallOptions, ctx: Environment) -> Plan:
         say("warning", warning)
     for line in plan.skipped:
         say("skipped", line)
+    for line in plan.notes:
+        say("note", line)
     rec_path = record_path(ctx.env)
     record = _trusted_record(rec_path) or InstallRecord()
     registry = ctx.registry_factory() if plan.keys else None
@@ -359,8 +361,9 @@ def install(options: InstallOptions, ctx: Environment) -> Plan:
     return plan
 
 
-def default_environment(out: TextIO | None) -> Environment:
-    """The real machine: this platform, environment, home and interpreter."""
+def default_environment(out: TextIO | None, system_root: Path = Path("/")) -> Environment:
+    """The real machine: this platform, environment, home and interpreter (its system
+    folders under `system_root`, where tests put a machine of their own)."""
     import sys
 
     return Environment(
@@ -370,6 +373,7 @@ def default_environment(out: TextIO | None) -> Environment:
         executable=sys.executable,
         frozen=bool(getattr(sys, "frozen", False)),
         out=out,
+        system_root=system_root,
     )
 
 

@@ -268,6 +268,106 @@ TABLE: tuple[BrowserRow, ...] = (
 )  # fmt: skip
 
 
+# --- the browsers' programs: "installed" even before its first start -------------------
+_MAC_APPS = ("/Applications", "{home}/Applications")
+_WIN_MACHINE = ("{programfiles}", "{programfilesx86}")
+
+
+def _apps(bundle: str) -> tuple[str, ...]:
+    """A macOS app's executable, in /Applications or the user's own ~/Applications."""
+    name = bundle.removesuffix(".app")
+    return tuple(f"{folder}/{bundle}/Contents/MacOS/{name}" for folder in _MAC_APPS)
+
+
+def _flatpak_exports(app_id: str) -> tuple[str, ...]:
+    """What `flatpak install` (system-wide, or `--user`) exports for an app."""
+    return (f"/var/lib/flatpak/exports/bin/{app_id}",
+            f"{{home}}/.local/share/flatpak/exports/bin/{app_id}")  # fmt: skip
+
+
+PROGRAMS: dict[tuple[Os, str], tuple[str, ...]] = {
+    # Linux: where each vendor's package puts the browser itself (not a /usr/bin wrapper:
+    # Ubuntu's `chromium-browser` is one that starts the Snap).
+    (Os.LINUX, "chrome"): ("/opt/google/chrome/chrome",),
+    (Os.LINUX, "chrome-beta"): ("/opt/google/chrome-beta/chrome",),
+    (Os.LINUX, "chrome-dev"): ("/opt/google/chrome-unstable/chrome",),
+    (Os.LINUX, "chrome-canary"): ("/opt/google/chrome-canary/chrome",),  # unverified
+    (Os.LINUX, "chromium"): ("/usr/lib/chromium/chromium",  # Debian, Arch
+                             "/usr/lib64/chromium-browser/chromium-browser",  # Fedora
+                             "/usr/lib64/chromium/chromium"),  # openSUSE
+    (Os.LINUX, "edge"): ("/opt/microsoft/msedge/msedge",),
+    (Os.LINUX, "edge-beta"): ("/opt/microsoft/msedge-beta/msedge",),
+    (Os.LINUX, "edge-dev"): ("/opt/microsoft/msedge-dev/msedge",),
+    (Os.LINUX, "brave"): ("/opt/brave.com/brave/brave",),
+    (Os.LINUX, "vivaldi"): ("/opt/vivaldi/vivaldi",),
+    (Os.LINUX, "chrome-flatpak"): _flatpak_exports("com.google.Chrome"),
+    (Os.LINUX, "chrome-dev-flatpak"): _flatpak_exports("com.google.ChromeDev"),
+    (Os.LINUX, "chromium-flatpak"): _flatpak_exports("org.chromium.Chromium"),
+    (Os.LINUX, "ungoogled-chromium-flatpak"):
+        _flatpak_exports("io.github.ungoogled_software.ungoogled_chromium"),
+    (Os.LINUX, "edge-flatpak"): _flatpak_exports("com.microsoft.Edge"),
+    (Os.LINUX, "brave-flatpak"): _flatpak_exports("com.brave.Browser"),
+    (Os.LINUX, "vivaldi-flatpak"): _flatpak_exports("com.vivaldi.Vivaldi"),
+    (Os.LINUX, "chromium-snap"): ("/snap/bin/chromium",),
+    (Os.LINUX, "brave-snap"): ("/snap/bin/brave",),
+    (Os.LINUX, "vivaldi-snap"): ("/snap/bin/vivaldi",),
+    (Os.DARWIN, "chrome"): _apps("Google Chrome.app"),
+    (Os.DARWIN, "chrome-beta"): _apps("Google Chrome Beta.app"),
+    (Os.DARWIN, "chrome-dev"): _apps("Google Chrome Dev.app"),
+    (Os.DARWIN, "chrome-canary"): _apps("Google Chrome Canary.app"),
+    (Os.DARWIN, "chrome-for-testing"): _apps("Google Chrome for Testing.app"),
+    (Os.DARWIN, "chromium"): _apps("Chromium.app"),
+    (Os.DARWIN, "edge"): _apps("Microsoft Edge.app"),
+    (Os.DARWIN, "edge-beta"): _apps("Microsoft Edge Beta.app"),
+    (Os.DARWIN, "edge-dev"): _apps("Microsoft Edge Dev.app"),
+    (Os.DARWIN, "edge-canary"): _apps("Microsoft Edge Canary.app"),
+    (Os.DARWIN, "brave"): _apps("Brave Browser.app"),
+    (Os.DARWIN, "vivaldi"): _apps("Vivaldi.app"),
+    (Os.DARWIN, "arc"): _apps("Arc.app"),
+    (Os.DARWIN, "opera"): _apps("Opera.app"),
+    # Windows: a per-machine install under Program Files, or a per-user one under
+    # %LOCALAPPDATA% (the installer's choice when run without elevation).
+    **{(Os.WIN32, name): tuple(f"{root}/{folder}/Application/{exe}"
+                               for root in (*_WIN_MACHINE, "{localappdata}"))
+       for name, folder, exe in (
+           ("chrome", "Google/Chrome", "chrome.exe"),
+           ("chrome-beta", "Google/Chrome Beta", "chrome.exe"),
+           ("chrome-dev", "Google/Chrome Dev", "chrome.exe"),
+           ("edge", "Microsoft/Edge", "msedge.exe"),
+           ("edge-beta", "Microsoft/Edge Beta", "msedge.exe"),
+           ("edge-dev", "Microsoft/Edge Dev", "msedge.exe"),
+           ("brave", "BraveSoftware/Brave-Browser", "brave.exe"),
+           ("vivaldi", "Vivaldi", "vivaldi.exe"),
+       )},
+    (Os.WIN32, "chrome-canary"): ("{localappdata}/Google/Chrome SxS/Application/chrome.exe",),
+    (Os.WIN32, "edge-canary"): ("{localappdata}/Microsoft/Edge SxS/Application/msedge.exe",),
+    (Os.WIN32, "chromium"): ("{localappdata}/Chromium/Application/chrome.exe",),
+    (Os.WIN32, "opera"): ("{localappdata}/Programs/Opera/opera.exe",),  # unverified
+    # Arc on Windows is an MSIX package (its folder's name carries a version): profile only.
+}  # fmt: skip
+"""Where each browser's program is, per OS: a browser installed but never started has no
+user data dir yet, but its program is there. A path starting with `/` is a system path
+(tests put a whole machine under a root of their own); the others start with a variable."""
+
+
+@dataclass(frozen=True)
+class Program:
+    """One place a browser's program may be."""
+
+    path: PurePath
+    system: bool
+    """A fixed system path (`/opt/...`, `/Applications/...`), not under a variable's folder."""
+
+
+def row_programs(row: BrowserRow, env: Mapping[str, str], home: PurePath) -> tuple[Program, ...]:
+    """Where the browser's program may be, in the order looked at."""
+    variables = _variables(row.os, env, home)
+    return tuple(
+        Program(_expand(template, row.os, variables), template.startswith("/"))
+        for template in PROGRAMS.get((row.os, row.name), ())
+    )
+
+
 class RegistryView(StrEnum):
     """Which of 64-bit Windows' two registry views a key is read in (`KEY_WOW64_*`)."""
 
@@ -349,11 +449,15 @@ def _variables(os_name: Os, env: Mapping[str, str], home: PurePath) -> dict[str,
         )
         return {"config": config, "home": str(home)}
     if os_name is Os.DARWIN:
-        return {"appsupport": str(home / "Library" / "Application Support")}
+        return {"appsupport": str(home / "Library" / "Application Support"), "home": str(home)}
     return {
         "localappdata": env.get("LOCALAPPDATA") or str(home / "AppData" / "Local"),
         "appdata": env.get("APPDATA") or str(home / "AppData" / "Roaming"),
         "programdata": env.get("PROGRAMDATA") or env.get("ALLUSERSPROFILE") or r"C:\ProgramData",
+        "programfiles": env.get("ProgramFiles") or env.get("PROGRAMFILES") or r"C:\Program Files",
+        "programfilesx86": env.get("ProgramFiles(x86)")
+        or env.get("PROGRAMFILES(X86)")
+        or r"C:\Program Files (x86)",
     }
 
 

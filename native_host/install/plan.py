@@ -19,7 +19,7 @@ from pathlib import Path, PurePath
 from typing import Any, TextIO
 
 from native_host import files, paths, startimage
-from native_host.install import flatpak, host_location, interpreter, locations, shortname
+from native_host.install import flatpak, host_location, interpreter, locations, programs, shortname
 from native_host.install.contents import (
     interpreter_options,
     launcher_name,
@@ -134,6 +134,9 @@ class Environment:
     )
     build_image: Callable[[str, Sequence[str], Sequence[str]], bytes] = startimage.build
     """The launcher's start image for an interpreter, its options and import paths."""
+    system_root: Path = Path("/")
+    """Prefix of the browsers' system paths (`/opt`, `/Applications`): tests put a whole
+    machine there."""
 
     @property
     def os(self) -> Os:
@@ -188,6 +191,8 @@ class Plan:
     warnings: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     """One line per browser found but not registered, saying why and what to do."""
+    notes: list[str] = field(default_factory=list)
+    """One line per browser registered though never started, and what to do next."""
     wrappers: list[FileWrite] = field(default_factory=list)
     grants: list[Grant] = field(default_factory=list)
 
@@ -233,8 +238,42 @@ FLATPAK_OPT_IN = (
 FLATPAK_SYSTEM = "{label}: not registered: a Flatpak browser reads no system-level manifest"
 
 
-def _installed(row: BrowserRow, ctx: Environment) -> bool:
+def _started(row: BrowserRow, ctx: Environment) -> bool:
+    """Its user data dir exists: the browser has run for this user."""
     return as_local(locations.row_user_data_dir(row, ctx.env, ctx.home)).is_dir()
+
+
+NEVER_STARTED = (
+    "{label}: installed ({program}) but never started: registered all the same; start it "
+    "once, then add the Pedelec extension"
+)
+
+
+@dataclass
+class Presence:
+    """Which browsers are installed: started (user data dir) or only their program found."""
+
+    rows: list[BrowserRow] = field(default_factory=list)
+    never_started: dict[str, Path] = field(default_factory=dict)
+    """Row name -> its program, for a browser whose user data dir does not exist yet."""
+    refused: list[str] = field(default_factory=list)
+    """A program present that another user could have planted, and why it does not count."""
+
+
+def installed_rows(rows: Iterable[BrowserRow], ctx: Environment) -> Presence:
+    """The rows whose browser is installed for this user (`programs.find_program`)."""
+    presence = Presence()
+    for row in rows:
+        if _started(row, ctx):
+            presence.rows.append(row)
+            continue
+        found = programs.find_program(row, ctx.env, ctx.home, ctx.system_root)
+        presence.refused += [f"{row.name}: {why}: not counted as installed"
+                             for why in found.refused]  # fmt: skip
+        if found.program is not None:
+            presence.rows.append(row)
+            presence.never_started[row.name] = found.program
+    return presence
 
 
 def _sandbox_refusal(row: BrowserRow, options: InstallOptions) -> str | None:
@@ -252,19 +291,36 @@ def _sandbox_refusal(row: BrowserRow, options: InstallOptions) -> str | None:
 NO_BROWSER = "no installed browser found: pass --browser NAME, --browser all or --user-data-dir DIR"
 
 
-def _no_browser_found(ctx: Environment, verbose: bool) -> str:
-    """What to pass, in one line; with `verbose`, every directory looked for, one a line
-    (`doctor --browser all` checks each browser too)."""
+def _no_browser_found(ctx: Environment, verbose: bool, refused: Sequence[str]) -> str:
+    """What to pass, in one line; with `verbose`, every directory and program looked for,
+    one a line, and each program refused (`doctor --browser all` checks each browser too)."""
     rows = locations.rows_for(ctx.platform)
     if not verbose:
-        return f"{NO_BROWSER} (--verbose lists the {len(rows)} directories looked for)"
-    looked = [f"{row.name}: {locations.row_user_data_dir(row, ctx.env, ctx.home)}" for row in rows]
-    return f"{NO_BROWSER}; none of these exists:\n  " + "\n  ".join(looked)
+        return f"{NO_BROWSER} (--verbose lists the {len(rows)} browsers' folders and programs)"
+    looked = []
+    for row in rows:
+        places = [locations.row_user_data_dir(row, ctx.env, ctx.home)]
+        places += [programs.local_path(p, ctx.system_root)
+                   for p in locations.row_programs(row, ctx.env, ctx.home)]  # fmt: skip
+        looked.append(f"{row.name}: {', '.join(map(str, places))}")
+    lines = [*looked, *(f"refused {line}" for line in refused)]
+    return f"{NO_BROWSER}; none of these exists:\n  " + "\n  ".join(lines)
 
 
-def select_targets(options: InstallOptions, ctx: Environment) -> tuple[list[Target], list[str]]:
+@dataclass
+class Selection:
+    """Where to register, and the lines that say what was left out or needs doing."""
+
+    targets: list[Target]
+    skipped: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def select_targets(options: InstallOptions, ctx: Environment) -> Selection:
     """Explicit browsers and profile roots, else every browser that is installed; plus one
-    line per browser left out and why."""
+    line per browser left out and why, registered before its first start, or whose
+    program was refused."""
     if options.user_data_dirs and ctx.os is Os.WIN32:
         raise UsageError("--user-data-dir has no effect on Windows: Chrome reads the registry")
     chosen: list[Target] = [locations.custom_target(d.absolute()) for d in options.user_data_dirs]
@@ -273,24 +329,29 @@ def select_targets(options: InstallOptions, ctx: Environment) -> tuple[list[Targ
         rows = locations.select_rows(ctx.platform, names)
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
+    presence = Presence()
     if names is None:
-        rows = tuple(row for row in rows if _installed(row, ctx))
+        presence = installed_rows(rows, ctx)
+        rows = tuple(presence.rows)
         if options.user_data_dirs:  # profile roots given: only --flatpak adds browsers
             rows = tuple(row for row in rows if options.flatpak and row.sandbox is Sandbox.FLATPAK)
             if not rows:
-                return chosen, []
+                return Selection(chosen)
         if not rows:
-            raise InstallError(_no_browser_found(ctx, options.verbose))
-    skipped: list[str] = []
+            raise InstallError(_no_browser_found(ctx, options.verbose, presence.refused))
+    selection = Selection(chosen, warnings=list(presence.refused))
     for row in rows:
         refusal = _sandbox_refusal(row, options)
         if refusal is not None:
-            skipped.append(refusal)
+            selection.skipped.append(refusal)
             continue
         chosen += locations.targets(ctx.platform, ctx.env, ctx.home, options.scope, [row.name])
+        if row.name in presence.never_started:
+            program = presence.never_started[row.name]
+            selection.notes.append(NEVER_STARTED.format(label=row.label, program=program))
     if not chosen:
-        raise InstallError("no browser registered:\n  " + "\n  ".join(skipped))
-    return chosen, skipped
+        raise InstallError("no browser registered:\n  " + "\n  ".join(selection.skipped))
+    return selection
 
 
 def _given_host(host_path: Path, ctx: Environment) -> Path:
@@ -426,7 +487,9 @@ def plan_install(options: InstallOptions, ctx: Environment) -> Plan:
     if options.host_path is not None:
         _given_host(options.host_path, ctx)  # a usage error before anything else
     ids, config_write = _config_write(options, ctx, warnings)
-    chosen, skipped = select_targets(options, ctx)
+    selection = select_targets(options, ctx)
+    chosen, skipped = selection.targets, selection.skipped
+    warnings += selection.warnings
     host, launcher, image = _host_path(options, ctx, warnings)
     manifest_mode = file_mode(options.scope, executable=False)
 
@@ -476,6 +539,7 @@ def plan_install(options: InstallOptions, ctx: Environment) -> Plan:
         key_writes,
         warnings,
         skipped,
+        selection.notes,
         list(wrappers.values()),
         list(grants.values()),
     )

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePath, PureWindowsPath
 from typing import TextIO
 
-from native_host.install import locations
+from native_host.install import locations, programs
 from native_host.install.cli import USAGE_ERROR, add_user_data_dir_option, browser_names
 from native_host.install.doctor import (
     bug_report,
@@ -181,9 +181,10 @@ class Doctor:
         ]
 
     def installed_rows(self) -> list[BrowserRow]:
-        """Browsers whose user data dir exists, and for each registration no installed
-        browser reads the first browser that reads it: on Windows one Chrome key serves
-        nine browsers, and on Linux /etc/chromium serves three."""
+        """Browsers installed (their user data dir, or their program: `programs`), and
+        for each registration no installed browser reads the first browser that reads
+        it: on Windows one Chrome key serves nine browsers, and on Linux /etc/chromium
+        serves three."""
         lookup = self._lookup()
         present: list[BrowserRow] = []
         registrations: set[str] = set()
@@ -191,7 +192,11 @@ class Doctor:
             user_data = as_local(locations.row_user_data_dir(row, self.env, self.home))
             found = lookup.find(self._order(row))
             where = None if found is None else found.where
-            if user_data.is_dir() or (where is not None and where not in registrations):
+            if (
+                user_data.is_dir()
+                or (where is not None and where not in registrations)
+                or programs.find_program(row, self.env, self.home, self.system_root).program
+            ):
                 present.append(row)
             if where is not None:
                 registrations.add(where)
