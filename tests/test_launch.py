@@ -710,13 +710,16 @@ def test_stale_runtime_json_means_launch(world: LaunchWorld, stale: str) -> None
 def test_a_script_whose_interpreter_is_missing_is_refused_before_spawning(
     world: LaunchWorld,
 ) -> None:
+    """An interpreter under a folder of the test's own that does not exist (never a fixed
+    path such as /nonexistent, which a machine may have)."""
+    absent = world.root / "absent"
     app = world.root / "broken-app"
-    app.write_text("#!/nonexistent/interpreter\n")
+    app.write_text(f"#!{absent}/interpreter\n")
     app.chmod(0o755)
     world.write_launch_config(app)
     err = launch_error(world.launcher())
     assert (err.details["stage"], err.details["violation"]) == ("read_launch_config", "interpreter")
-    assert "/nonexistent cannot be read" in err.details["error"]
+    assert f"{absent} cannot be read" in err.details["error"]
     assert world.lock_is_free()
 
 
