@@ -52,8 +52,9 @@ def test_every_folder_is_one_component_keyed_on_an_hkcu_value_that_removes_it() 
         assert len(keys) == 1 and keys[0].get("Root") == "HKCU", component.get("Id")
         assert not [f for f in component.iter(WIX + "File") if f.get("KeyPath") == "yes"]
     removing = [c for c in elements(root, "Component") if c.find(WIX + "RemoveFolder") is not None]
-    # One per folder of the bundle, and one for the per-user Programs folder.
-    assert len(removing) == len(msi_document.folders(FILES)) + 1
+    # One per folder of the bundle, one for the per-user Programs folder, and the Start
+    # menu's (each removed only when empty).
+    assert len(removing) == len(msi_document.folders(FILES)) + 2
     files = [f.get("Source") for f in elements(root, "File")]
     assert sorted(files) == sorted(f"pedelec-native-host/{name}" for name in FILES)
 
@@ -266,3 +267,53 @@ def test_doctor_knows_the_packages_it_names_and_where_they_remember_their_folder
     assert [(key.hive, key.path) for _, key in MSI_FOLDERS] == [
         (scope.hive, msi_document.COMPONENTS_KEY) for scope in msi_document.SCOPES
     ]
+
+
+def test_a_bundle_without_its_executable_is_refused() -> None:
+    with pytest.raises(msi_document.PackageError, match=r"no pedelec-native-host\.exe"):
+        parsed(files=["cc.isaaclin.pedelec.json"])
+
+
+# --- what next, after a double-clicked install (issue 32) ------------------------------------
+def test_the_start_menu_entry_opens_a_prompt_in_the_install_folder_running_doctor() -> None:
+    root = parsed()
+    (shortcut,) = elements(root, "Shortcut")
+    assert shortcut.get("Name") == msi_document.START_MENU_ENTRY
+    assert shortcut.get("Target") == "[System64Folder]cmd.exe"
+    assert shortcut.get("WorkingDirectory") == "INSTALLDIR"
+    assert shortcut.get("Arguments") == (
+        '/d /s /k "title Pedelec native messaging host& '
+        '"[INSTALLDIR]pedelec-native-host.exe" doctor"'
+    )
+    menus = [d for d in elements(root, "Directory") if d.get("Id") == "ProgramMenuFolder"]
+    assert len(menus) == 1 and shortcut in list(menus[0].iter(WIX + "Shortcut"))
+
+
+def test_a_double_clicked_install_opens_that_window_when_it_is_done() -> None:
+    """Only a full UI (UILevel 5: a double click; /qb and /qn are 3 and 2), only when this
+    version is being installed (not a repair, not a removal), after InstallFinalize,
+    without waiting for the window."""
+    root = parsed()
+    actions = {a.get("Id"): a for a in elements(root, "CustomAction")}
+    opening = actions["OpenCheckWindow"]
+    assert opening.get("ExeCommand") == msi_document.check_command("pedelec-native-host.exe")
+    assert (opening.get("Execute"), opening.get("Return")) == ("immediate", "asyncNoWait")
+    assert actions["SetCheckShell"].get("Value") == "[System64Folder]cmd.exe"
+    scheduled = {c.get("Action"): c for c in elements(root, "Custom")}
+    for name in ("SetCheckShell", "OpenCheckWindow"):
+        assert scheduled[name].text == "UILevel = 5 AND NOT Installed AND NOT REMOVE"
+    order = [int(scheduled[n].get("Sequence", "0")) for n in ("SetCheckShell", "OpenCheckWindow")]
+    assert 6600 < order[0] < order[1]  # InstallFinalize is 6600
+
+
+def test_the_per_machine_package_has_the_entry_for_every_user_and_opens_no_window() -> None:
+    """Run elevated, a window after the install would check the administrator's account:
+    the per-machine package has the Start-menu entry (every user's) only."""
+    root = machine_parsed()
+    (shortcut,) = elements(root, "Shortcut")
+    assert shortcut.get("Arguments") == msi_document.check_command("pedelec-native-host.exe")
+    (entry,) = [c for c in elements(root, "Component") if c.get("Id") == "StartMenuEntry"]
+    keys = [v for v in entry.iter(WIX + "RegistryValue") if v.get("KeyPath") == "yes"]
+    assert keys[0].get("Root") == "HKLM"
+    scheduled = {c.get("Action") for c in elements(root, "Custom")}
+    assert scheduled.isdisjoint({"SetCheckShell", "OpenCheckWindow"}), scheduled

@@ -51,6 +51,14 @@ Two packages come from one bundle, their differences a table (`PackageScope`:
   from the version and the package (`product_code`, `package_code`), not drawn at
   random; the build then
   dates the summary information with SOURCE_DATE_EPOCH (msi_summary.py).
+- **What next** (`first_contact`). A Start-menu entry, `START_MENU_ENTRY` (the user's own
+  Start menu per user, every user's per machine), opens a command prompt in the install
+  folder that runs the host's `doctor`: its report ends with the first thing to fix, and
+  the prompt stays open, where `pedelec-native-host` runs by name. A double-clicked
+  per-user install (full UI, which wixl's package has no dialogs of its own for) opens
+  that same window when it has finished; a silent or basic-UI install does not, nor does
+  the per-machine package (run elevated, its window would check the administrator's
+  account, not the users').
 """
 
 from __future__ import annotations
@@ -93,6 +101,11 @@ RESTORE_AT = (2601, 2602)
 """Setting the shell's path, then the deferred restore: after RemoveRegistryValues
 (2600), before RemoveFiles (3500), inside the script (a deferred action outside
 InstallInitialize..InstallFinalize fails the package)."""
+START_MENU_ENTRY = "Pedelec native messaging host - check"
+"""The Start-menu shortcut's name (what a user types in Start to find it)."""
+WINDOW_TITLE = "Pedelec native messaging host"
+AFTER_INSTALL_AT = 6601
+"""Right after InstallFinalize (6600): the files and keys are in place."""
 _ID_LIMIT = 72
 """Windows Installer's identifier column width."""
 MSI_VERSION = re.compile(r"^(\d{1,3})\.(\d{1,3})\.(\d{1,5})$")
@@ -265,6 +278,62 @@ def folder_check(executable: str) -> tuple[list[str], list[str]]:
     return [action], [row]
 
 
+def check_command(executable: str) -> str:
+    """The arguments of `cmd.exe` that open a window titled after the package, run the
+    host's `doctor` in the install folder and keep the prompt open there (`/k`), so
+    `pedelec-native-host install --extension-id ID` runs by name next."""
+    exe = f'"[INSTALLDIR]{executable}"'
+    return f'/d /s /k "title {WINDOW_TITLE}& {exe} doctor"'
+
+
+@dataclass(frozen=True)
+class FirstContact:
+    """What tells the user the install worked and how to check it (see the module doc)."""
+
+    directories: list[str]
+    components: list[str]
+    actions: list[str]
+    sequence: list[str]
+
+
+def first_contact(executable: str, indent: str, scope: PackageScope) -> FirstContact:
+    """The Start-menu entry (its own component, keyed like the others on a value of the
+    scope's hive) and, per user, the window a double-clicked install opens when it is
+    done: `UILevel` 5 is a full UI, and only a first install of this version (an upgrade
+    too) opens it, not a repair or a removal."""
+    arguments = quoteattr(check_command(executable))
+    component = "StartMenuEntry"
+    inner = indent + "  "
+    guid = _guid("start-menu", scope)
+    directories = [
+        f'{indent}<Directory Id="ProgramMenuFolder">',
+        f'{inner}<Component Id={quoteattr(component)} Guid={quoteattr(guid)} Win64="yes">',
+        f"{inner}  {_key_path(component, scope)}",
+        f'{inner}  <Shortcut Id="CheckShortcut" Name={quoteattr(START_MENU_ENTRY)} '
+        f'Description="Check that browsers can start the Pedelec native messaging host" '
+        f'Target="[System64Folder]cmd.exe" Arguments={arguments} '
+        f'WorkingDirectory="INSTALLDIR" />',
+        f'{inner}  <RemoveFolder Id="RemoveProgramMenuFolder" On="uninstall" />',
+        f"{inner}</Component>",
+        f"{indent}</Directory>",
+    ]
+    if scope is not PER_USER:
+        return FirstContact(directories, [component], [], [])
+    condition = _text("UILevel = 5 AND NOT Installed AND NOT REMOVE")
+    actions = [
+        '    <CustomAction Id="SetCheckShell" Property="PEDELEC_CHECK_SHELL" '
+        'Value="[System64Folder]cmd.exe" />',
+        f'    <CustomAction Id="OpenCheckWindow" Property="PEDELEC_CHECK_SHELL" '
+        f'ExeCommand={arguments} Execute="immediate" Impersonate="yes" Return="asyncNoWait" />',
+    ]
+    sequence = [
+        f'      <Custom Action="SetCheckShell" Sequence="{AFTER_INSTALL_AT}">{condition}</Custom>',
+        f'      <Custom Action="OpenCheckWindow" Sequence="{AFTER_INSTALL_AT + 1}">'
+        f"{condition}</Custom>",
+    ]
+    return FirstContact(directories, [component], actions, sequence)
+
+
 def folders(files: Sequence[str]) -> list[str]:
     """Every folder of the bundle (`""` is its root), parents first."""
     found = {""}
@@ -350,13 +419,17 @@ def document(
     for _ in scope.parents:
         indent = indent[:-2]
         lines.append(f"{indent}</Directory>")
+    contact = first_contact(product.executable, indent, scope)
+    components += contact.components
     lines += [
+        *contact.directories,
         "    </Directory>",
         '    <Feature Id="Host" Title="Pedelec native messaging host" Level="1">',
         *(f"      <ComponentRef Id={quoteattr(c)} />" for c in components),
         "    </Feature>",
     ]
-    sequence = []
+    lines += contact.actions
+    sequence = [*contact.sequence]
     if REMOVE_OLDER_FIRST[compiler]:
         sequence.append(f'      <RemoveExistingProducts Sequence="{REMOVE_OLDER_AT}" />')
     check_action, check_row = folder_check(product.executable)
