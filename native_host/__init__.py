@@ -4,3 +4,5 @@ __version__ = "0.1.0"
 
 HOST_NAME = "cc.isaaclin.pedelec"
 OFFICIAL_EXTENSION_ID = "ogccgaminlphbkeghldidiiimajfdpag"
+RELEASES_URL = "https://github.com/isaaclin/pedelec-native-host/releases"
+"""Where the built releases are downloaded (pyproject's [project.urls] names it too)."""

@@ -4,6 +4,7 @@ paths of every OS (the refusal through the real CLI is in test_install)."""
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -91,8 +92,22 @@ def test_the_message_says_what_to_do_instead() -> None:
     assert risk is not None
     text = risk.message()
     assert text.startswith("the interpreter (/tmp/v/bin/python) is in a temporary directory")
-    for advice in ("pipx install pedelec-native-host", "uv tool install", "venv", "--force"):
+    for advice in ("pipx install", "uv tool install", "virtualenv", "--force"):
         assert advice in text
+    assert "a release from https://github.com/isaaclin/pedelec-native-host/releases" in text
+    assert "pipx install pedelec-native-host" not in text  # on no index: it finds nothing
+
+
+def test_from_a_checkout_the_message_names_it(tmp_path: Path) -> None:
+    """An editable install: the commands name the very checkout, quoted for the shell."""
+    checkout = tmp_path / "my clone"
+    checkout.mkdir()
+    (checkout / "pyproject.toml").write_text("[project]\nname = 'pedelec-native-host'\n")
+    it = interpreter.Interpreter("/opt/py/bin/python", str(checkout), (SITE,), None, (), {})
+    risk = interpreter.classify(it)
+    assert risk is not None and risk.kind == "editable"
+    assert f"`pipx install '{checkout}'` or `uv tool install '{checkout}'`" in risk.message()
+    assert f"(or `'{checkout}/installers/install.sh'`)" in risk.message()
 
 
 def test_this_process_runs_the_package_from_the_checkout() -> None:

@@ -11,16 +11,40 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import sysconfig
 import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-INSTEAD = (
-    "install it for real use first: `pipx install pedelec-native-host` or "
-    "`uv tool install pedelec-native-host` (or `pip install` into a venv you keep), then run "
-    "`pedelec-native-host install` from there; or pass --force to use this interpreter anyway"
+THEN = (
+    "then run `pedelec-native-host install` from there; or pass --force to use this "
+    "interpreter anyway"
 )
+
+
+def instead(package_dir: str) -> str:
+    """What to do instead, with commands that work as written: from the checkout the
+    package was loaded from, when it was (an editable install), else from a release or a
+    wheel (the package is on no index, so it cannot be installed by its name)."""
+    if os.path.isfile(os.path.join(package_dir, "pyproject.toml")):
+        quoted = f'"{package_dir}"' if os.name == "nt" else shlex.quote(package_dir)
+        script = (
+            ""
+            if os.name == "nt"
+            else f" (or `{shlex.quote(os.path.join(package_dir, 'installers', 'install.sh'))}`)"
+        )
+        return (
+            f"install it for real use first, from this checkout: `pipx install {quoted}` or "
+            f"`uv tool install {quoted}`{script}; {THEN}"
+        )
+    from native_host import RELEASES_URL
+
+    return (
+        f"install it for real use first: a release from {RELEASES_URL}, or `pipx install` "
+        f"(or `uv tool install`) a wheel or a checkout of the source (or `pip install` it "
+        f"into a virtualenv you keep); {THEN}"
+    )
 
 
 @dataclass(frozen=True)
@@ -39,14 +63,15 @@ class Interpreter:
 
 @dataclass(frozen=True)
 class Risk:
-    """Why the interpreter is a bad thing to bake in."""
+    """Why the interpreter is a bad thing to bake in, and what to do instead."""
 
     kind: str
     where: str
     why: str
+    instead: str
 
     def message(self) -> str:
-        return f"{self.where} {self.why}; {INSTEAD}"
+        return f"{self.where} {self.why}; {self.instead}"
 
 
 def _norm(path: str) -> str:
@@ -103,16 +128,18 @@ RULES: tuple[Rule, ...] = (
 
 def classify(it: Interpreter) -> Risk | None:
     """The first risk found for the interpreter or the package it would run, else None."""
+    advice = instead(it.package_dir)
     for subject, path in (("the interpreter", it.executable), ("native_host", it.package_dir)):
         for rule in RULES:
             if rule.test(it, path):
-                return Risk(rule.kind, f"{subject} ({path})", rule.why)
+                return Risk(rule.kind, f"{subject} ({path})", rule.why, advice)
     if it.user_site and _under(it.package_dir, it.user_site):
         return Risk(
             "user-site",
             f"native_host ({it.package_dir})",
             "was installed with `pip install --user`; the launcher runs Python with -I, "
             "which ignores the user site",
+            advice,
         )
     if not any(_under(it.package_dir, site) for site in it.site_dirs):
         return Risk(
@@ -120,6 +147,7 @@ def classify(it: Interpreter) -> Risk | None:
             f"native_host ({it.package_dir})",
             "is loaded from a source checkout (an editable install): moving, switching or "
             "deleting that checkout breaks the host",
+            advice,
         )
     return None
 

@@ -1,5 +1,5 @@
 """The Windows lane: the official Windows CPython 3.13 under Wine, running the host the way
-Chrome on Windows does (README.md, "Try it", says how to run it).
+Chrome on Windows does (CONTRIBUTING.md, "The Windows lane", says how to run it).
 
 tests/windows/setup_lane.py builds the lane under build/windows-lane/; this module knows its
 layout and runs Windows programs there. Every Windows process gets pipes for stdin and

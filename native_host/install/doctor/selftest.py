@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from native_host import OFFICIAL_EXTENSION_ID, paths
+from native_host import OFFICIAL_EXTENSION_ID, RELEASES_URL, paths
 from native_host.hostproc import HostProcess, HostProtocolError
 from native_host.install import locations
 from native_host.install.contents import launcher_interpreter
@@ -25,8 +25,8 @@ CORE_THROUGH_HOST = "core-through-host"
 EXIT_GRACE_S = 3.0
 MAX_SCRIPT_BYTES = 65_536
 REINSTALL = (
-    "reinstall for real use (`pipx install pedelec-native-host` or a venv), then run "
-    "`pedelec-native-host install` from there"
+    f"install it again for real use (a release from {RELEASES_URL}, or `pipx install` a "
+    "wheel or a checkout of the source), then run `pedelec-native-host install` from there"
 )
 
 
