@@ -28,6 +28,7 @@ from native_host import RELEASES_URL, __version__
 from native_host.install import flatpak
 from tests.support.checkout import REPO, fresh_checkout, permanent_directory
 from tests.support.doc_commands import USER_DOCS, Command, commands, labelled
+from tests.support.markers import needs_os
 from tests.support.release_scripts import release_module
 
 pytestmark = pytest.mark.process
@@ -230,6 +231,7 @@ def removal_commands(tool: str) -> list[str]:
 
 
 @pytest.mark.packaging
+@needs_os("linux", reason="the docs' Linux commands")
 @pytest.mark.timeout(1200)
 @pytest.mark.parametrize("tool", ["pipx", "uv"])
 def test_the_readme_clone_commands_then_its_removal(user: User, tool: str) -> None:
@@ -249,6 +251,7 @@ def test_the_readme_clone_commands_then_its_removal(user: User, tool: str) -> No
 
 
 @pytest.mark.packaging
+@needs_os("linux", reason="the docs' Linux commands")
 @pytest.mark.timeout(1200)
 def test_the_install_docs_quick_start_with_pipx_and_install_sh(user: User) -> None:
     first, second = (
@@ -270,6 +273,7 @@ def test_the_install_docs_quick_start_with_pipx_and_install_sh(user: User) -> No
 
 
 @pytest.mark.packaging
+@needs_os("linux", reason="the docs' Linux commands")
 @pytest.mark.timeout(1200)
 def test_the_contributors_setup_and_wheel_on_debians_python(user: User) -> None:
     """CONTRIBUTING's set-up and its wheel, on the system's own python3 (Debian's has no
@@ -285,6 +289,7 @@ def test_the_contributors_setup_and_wheel_on_debians_python(user: User) -> None:
 
 
 @pytest.mark.packaging
+@needs_os("linux", reason="the docs' Linux commands")
 @pytest.mark.timeout(1200)
 def test_the_refusal_of_a_clones_venv_names_commands_that_work(user: User) -> None:
     """`install` from the README's "Try it" venv refuses (an editable install) and says

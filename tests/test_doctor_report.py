@@ -21,9 +21,13 @@ import pytest
 from native_host import OFFICIAL_EXTENSION_ID, __version__
 from native_host.hostproc import HostProcess
 from tests.support.checkout import REPO
+from tests.support.markers import needs_os
 from tests.support.profiles import store_entry, write_user_data
 
-pytestmark = pytest.mark.process
+pytestmark = [
+    pytest.mark.process,
+    needs_os("linux", reason="a Chromium profile where Linux keeps it, ~/.config/chromium"),
+]
 
 OTHER_ID = "kbkiopeinddijhonphlcmogbngjhaeac"
 PROMPT = "PROMPT-summarise my medical letter 7731"

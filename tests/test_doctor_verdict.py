@@ -18,9 +18,13 @@ import pytest
 from native_host import OFFICIAL_EXTENSION_ID
 from native_host.install.doctor import verdict
 from tests.support.checkout import REPO
+from tests.support.markers import needs_os
 from tests.support.profiles import store_entry, write_user_data
 
-pytestmark = pytest.mark.process
+pytestmark = [
+    pytest.mark.process,
+    needs_os("linux", reason="a Chromium profile where Linux keeps it, ~/.config/chromium"),
+]
 
 DESKTOP_DOWN_VERDICT = (
     "verdict: first fix: Pedelec Desktop is not running: start Pedelec Desktop (once it has "
