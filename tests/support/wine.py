@@ -97,13 +97,15 @@ LANE = LaneLayout(REPO / "build" / "windows-lane")
 def wine_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """This process's environment (without its PEDELEC_ variables) with `extra` on top,
     plus what every Wine start needs: the lane's prefix, Wine's own messages off, no
-    Mono/Gecko installer dialog."""
+    Mono/Gecko installer dialog, and no winemenubuilder (which mirrors a Start-menu
+    shortcut, the MSI's, into the Linux desktop's menus and keeps its own bookkeeping in
+    HKCU\\Software\\Wine\\MenuFiles: Wine's doing, outside the prefix's Windows)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PEDELEC_")}
     env.update(extra or {})
     env.update(
         WINEPREFIX=str(LANE.prefix),
         WINEDEBUG="-all",
-        WINEDLLOVERRIDES="mscoree,mshtml=",
+        WINEDLLOVERRIDES="mscoree,mshtml=;winemenubuilder.exe=d",
     )
     env.pop("DISPLAY", None)
     return env

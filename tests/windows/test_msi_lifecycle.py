@@ -120,9 +120,12 @@ def chrome_key() -> str:
 def registry_changes(
     before: dict[str, dict[str, object]], after: dict[str, dict[str, object]]
 ) -> list[str]:
-    """Keys added, removed or changed under HKCU\\Software, but Windows Installer's own."""
+    """Keys added, removed or changed under HKCU\\Software, but Windows Installer's own and
+    Wine's (the system parameters its user32 keeps for a session, written once the
+    shortcut's shell code has run)."""
     changed = {k for k in before.keys() | after.keys() if before.get(k) != after.get(k)}
-    return sorted(k for k in changed if not k.startswith("Software\\Microsoft\\Installer"))
+    own = ("Software\\Microsoft\\Installer", "Software\\Wine\\")
+    return sorted(k for k in changed if not k.startswith(own))
 
 
 def test_install_upgrade_and_uninstall_leave_nothing_behind(

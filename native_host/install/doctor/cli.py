@@ -103,7 +103,8 @@ class Doctor:
                     subject,
                     check,
                     f"doctor could not finish this check: {type(exc).__name__}: {exc}",
-                    "report this with the output of `pedelec-native-host doctor --json`",
+                    "report it with the file "
+                    "`pedelec-native-host doctor --report report.txt` writes",
                 )
             )
 

@@ -177,6 +177,7 @@ MANIFEST_CHECKS: tuple[ManifestCheck, ...] = (
         "another local user can make the browser run their program as you",
         "{only_yours}",
         ("path executable",),
+        "host-shared",
     ),
     ManifestCheck(
         "allowed_origins valid", _check_origins_shape, Status.FAIL, NOT_FOUND, "run `{install}`"

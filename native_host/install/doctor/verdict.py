@@ -43,6 +43,7 @@ CAUSES: dict[str, Cause] = {
     "registration-broken": Cause("{subject}'s registration of the host is broken"),
     "host-gone": Cause("the program {subject}'s registration names is gone"),
     "host-broken": Cause("the host registered for {subject} does not start or answer"),
+    "host-shared": Cause("the host registered for {subject} is where other users can change it"),
     "extension-refused": Cause("the host does not let {subject}'s Pedelec extension in"),
     "desktop-host-back": Cause("Pedelec Desktop registered its own host for {subject} again"),
     "policy-blocked": Cause("a policy of your administrator stops {subject} from starting hosts"),
