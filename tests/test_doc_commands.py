@@ -54,7 +54,24 @@ THE_SUITE = ".venv/bin/python -m pytest"
 
 
 def macos_only(command: Command) -> bool:
-    return command.text.startswith("installer ") or "~/Library/" in command.text
+    """A macOS command: in a block for macOS, or naming Installer, pkgutil or a Library."""
+    words = set(command.text.split())
+    return (
+        command.label.startswith("macOS")
+        or bool(words & {"installer", "pkgutil"})
+        or "/Library/" in command.text
+    )
+
+
+SYSTEM_WIDE = {
+    ("docs/install.md", "Linux: the tarball, for every user"): (
+        "tests/test_tarball_system_scope.py",
+        "--scope",
+    ),
+}
+"""Blocks that install for every user of the machine (as root, into /opt and /etc): the
+named test does the same with the tarball in .ci/run's tarball step, in an /opt-like
+folder of its own (the machine's /opt is left alone)."""
 
 
 def needs_github(command: Command) -> bool:
@@ -74,6 +91,10 @@ def test_every_command_the_docs_give_is_run_somewhere() -> None:
         for command in commands(doc):
             where = (command.doc, command.label)
             if macos_only(command) or needs_github(command) or where in RUN_HERE:
+                continue
+            if where in SYSTEM_WIDE:
+                test, word = SYSTEM_WIDE[where]
+                assert word in (REPO / test).read_text(), test
                 continue
             if where in CI_STEPS:
                 assert f'step "{CI_STEPS[where]}' in ci, CI_STEPS[where]
