@@ -159,7 +159,7 @@ def doctor_as(user: LocalUser, host: Path, *browsers: str) -> dict[tuple[str, st
         [str(host), "doctor", "--json", "--browser", *browsers], timeout=300, check=False
     )
     assert done.returncode in (0, 1), done.stderr  # 1: no Core runs here
-    return {(f["subject"], f["check"]): f for f in json.loads(done.stdout)}
+    return {(f["subject"], f["check"]): f for f in json.loads(done.stdout)["findings"]}
 
 
 @pytest.mark.usefixtures("etc_untouched")

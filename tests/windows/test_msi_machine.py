@@ -74,9 +74,11 @@ INSTALLER_OWN = (
     "Software\\Microsoft\\Windows\\CurrentVersion\\Installer",
     "Software\\Classes\\Installer",
     "Software\\Microsoft\\Installer",
+    "Software\\Wine\\",
 )
 """Windows Installer's own bookkeeping (HKLM's, and HKCU's as test_msi_lifecycle.py
-has it), emptied but kept after a removal."""
+has it), emptied but kept after a removal, and Wine's (the system parameters its user32
+keeps for a session, once the Start-menu shortcut's shell code has run)."""
 
 
 def msi_table(msi: Path, name: str) -> list[list[str]]:
@@ -118,7 +120,7 @@ def run_exe(executable: str, *args: str, env: dict[str, str] | None = None) -> d
         input=b"", capture_output=True, env=wine_environment(env), timeout=300, check=False,
     )  # fmt: skip
     assert b"Traceback" not in done.stdout + done.stderr, done.stderr
-    return {(f["subject"], f["check"]): f for f in json.loads(done.stdout)}
+    return {(f["subject"], f["check"]): f for f in json.loads(done.stdout)["findings"]}
 
 
 def doctor(executable: str, world: WineWorld, *browsers: str) -> dict[tuple[str, str], dict]:
