@@ -269,11 +269,6 @@ def test_doctor_knows_the_packages_it_names_and_where_they_remember_their_folder
     ]
 
 
-def test_a_bundle_without_its_executable_is_refused() -> None:
-    with pytest.raises(msi_document.PackageError, match=r"no pedelec-native-host\.exe"):
-        parsed(files=["cc.isaaclin.pedelec.json"])
-
-
 # --- what next, after a double-clicked install (issue 32) ------------------------------------
 def test_the_start_menu_entry_opens_a_prompt_in_the_install_folder_running_doctor() -> None:
     root = parsed()
