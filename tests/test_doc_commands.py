@@ -237,7 +237,7 @@ def clone_block() -> list[str]:
     """The README's clone commands, its `git clone` as a fresh copy of this checkout (the
     tests run this tree's files, not GitHub's): the user is in the clone's parent."""
     block = labelled("README.md", CLONE)
-    assert block[0] == "git clone https://github.com/isaaclin/pedelec-native-host.git"
+    assert block[0] == "git clone https://github.com/kaoruisaac/pedelec-native-host.git"
     return block[1:]
 
 

@@ -94,7 +94,7 @@ def test_the_message_says_what_to_do_instead() -> None:
     assert text.startswith("the interpreter (/tmp/v/bin/python) is in a temporary directory")
     for advice in ("pipx install", "uv tool install", "virtualenv", "--force"):
         assert advice in text
-    assert "a release from https://github.com/isaaclin/pedelec-native-host/releases" in text
+    assert "a release from https://github.com/kaoruisaac/pedelec-native-host/releases" in text
     assert "pipx install pedelec-native-host" not in text  # on no index: it finds nothing
 
 
