@@ -172,6 +172,31 @@ def read_trusted_stat(
 ) -> tuple[bytes, os.stat_result]:
     """`read_trusted`, plus the status of the very file read (for change detection)."""
     name = os.fspath(path)
+    fd, info = open_trusted(name, max_bytes)
+    try:
+        chunks: list[bytes] = []
+        total = 0
+        while True:
+            chunk = os.read(fd, min(65_536, max_bytes + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > max_bytes:
+                raise FileRefusedError(name, TOO_LARGE, f"more than {max_bytes} bytes")
+        return b"".join(chunks), info
+    except OSError as exc:
+        raise _os_refusal(name, exc) from None
+    finally:
+        os.close(fd)
+
+
+def open_trusted(
+    path: str | os.PathLike[str], max_bytes: int = DEFAULT_MAX_BYTES
+) -> tuple[int, os.stat_result]:
+    """The open descriptor of a file `read_trusted` would read, checked the same way, and
+    its status; the caller reads and closes it (the start image keeps its own open)."""
+    name = os.fspath(path)
     if IS_WINDOWS and os.path.islink(name):  # pragma: no cover - no O_NOFOLLOW there
         raise FileRefusedError(name, SYMLINK)
     try:
@@ -190,21 +215,13 @@ def read_trusted_stat(
         check_directory(os.path.dirname(os.path.abspath(name)))
         if info.st_size > max_bytes:
             raise FileRefusedError(name, TOO_LARGE, f"{info.st_size} bytes, limit {max_bytes}")
-        chunks: list[bytes] = []
-        total = 0
-        while True:
-            chunk = os.read(fd, min(65_536, max_bytes + 1 - total))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            total += len(chunk)
-            if total > max_bytes:
-                raise FileRefusedError(name, TOO_LARGE, f"more than {max_bytes} bytes")
-        return b"".join(chunks), info
     except OSError as exc:
-        raise _os_refusal(name, exc) from None
-    finally:
         os.close(fd)
+        raise _os_refusal(name, exc) from None
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, info
 
 
 def ensure_private_dir(path: str | os.PathLike[str]) -> None:

@@ -7,7 +7,10 @@ another request (spec 7.1). The Core is reached only through the
 gateway and the browser only through the outbox.
 
 What a relay start imports before answering a ping is kept short on purpose (a test
-pins the list): the policy, the subscriptions and the launch code load on first need.
+pins the list): the policy, the subscriptions and the launch code load on first need,
+from the start image's held modules, so an upgrade under a running host cannot mix two
+versions' code (issue 30); a start without a usable image imports them all before it
+serves.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import gc
 import os
 import sys
 
-from native_host import __version__, codec, errors, logs, messages
+from native_host import __version__, codec, errors, logs, messages, startimage
 from native_host.admission import Stopping, Ticket
 from native_host.config import load_config
 from native_host.errors import HostError
@@ -333,8 +336,12 @@ def run_relay(argv: Sequence[str], env: Mapping[str, str] = os.environ, image: s
         return _exit(_refuse_extension(outbox, extension))
     relay = Relay(config, env, outbox)
     relay_box.append(relay)
+    if image != startimage.LOADED:  # no held modules: import them all now (issue 30)
+        for failure in startimage.import_later():
+            log.warning("cannot load %s", failure)
     gc.freeze()  # start-up's objects are permanent: later collections skip them
     gc.enable()
+    sys.audit(startimage.SERVING_EVENT)
     status = relay.serve(sys.stdin.buffer)
     relay.shutdown()
     return _exit(status)

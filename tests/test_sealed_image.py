@@ -11,18 +11,19 @@ library's modules from the embeddable CPython's zip.
 
 from __future__ import annotations
 
-import marshal
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from native_host import startimage
 from tests.support.markers import POSIX, needs_os
+from tests.support.site_dir import READ_FIRST, copy_dependencies, image_bytes, image_parts
 from tests.support.world import HostWorld
-from tests.test_startimage import READ_FIRST, found_by_importlib, start_and_ping
+from tests.test_startimage import found_by_importlib, start_and_ping
 
 pytestmark = [
     pytest.mark.process,
@@ -39,6 +40,7 @@ def make_bundle(root: Path) -> Path:
     shutil.copytree(
         REPO / "native_host", site / "native_host", ignore=shutil.ignore_patterns("__pycache__")
     )
+    copy_dependencies(site)
     root.chmod(0o700)
     image = startimage.build(sys.executable, OPTIONS, [str(site)], sealed_root=str(root))
     (root / startimage.IMAGE_NAME).write_bytes(image)
@@ -56,24 +58,24 @@ def traced(bundle: Path) -> list[str]:
     return [sys.executable, "-X", "importtime", *OPTIONS, "-c", code]
 
 
-def raw_entries(image: Path) -> tuple[startimage.Entry, ...]:
-    data = image.read_bytes()
-    header = startimage._header(sealed=True)
-    assert data.startswith(header), "a sealed image says so in its first line"
-    entries: tuple[startimage.Entry, ...] = marshal.loads(data[len(header) :])
-    return entries
+def raw_entries(image: Path) -> tuple[tuple[startimage.Entry, ...], tuple[Any, ...]]:
+    """The image's two lists, as written: run at start, and held."""
+    header, start, held, _ = image_parts(image)
+    assert header == startimage._header(sealed=True), "a sealed image says so in its first line"
+    return start, held
 
 
 def test_a_sealed_image_names_only_the_bundles_modules_relative_to_it(tmp_path: Path) -> None:
     bundle = make_bundle(tmp_path / "bundle")
-    entries = raw_entries(bundle / startimage.IMAGE_NAME)
-    names = {entry[0] for entry in entries}
+    start, held = raw_entries(bundle / startimage.IMAGE_NAME)
+    names = {entry[0] for entry in start}
     assert {"native_host.relay", "native_host.gateway", "native_host.core.peer"} <= names
+    assert {"native_host.policy", "idna.core"} <= {entry[0] for entry in held}
     assert names.isdisjoint(READ_FIRST)
     # This interpreter's standard library lies outside the bundle: imported the usual way.
-    assert "json" not in names
-    paths = {entry[1] for entry in entries}
-    assert all(p.startswith("site-packages/native_host/") for p in paths), sorted(paths)[:3]
+    assert "json" not in names and "subprocess" not in {entry[0] for entry in held}
+    paths = {entry[1] for entry in (*start, *held)}
+    assert all(p.startswith(("site-packages/native_host/", "site-packages/idna/")) for p in paths)
 
 
 def test_a_moved_bundle_starts_from_its_image_with_its_new_paths(
@@ -83,7 +85,7 @@ def test_a_moved_bundle_starts_from_its_image_with_its_new_paths(
     bundle = tmp_path / "each user's own folder"
     built.rename(bundle)
     world.start_core("current")
-    held = {entry[0] for entry in startimage.read(str(bundle / startimage.IMAGE_NAME))}
+    held = startimage.read(str(bundle / startimage.IMAGE_NAME)).names()
     state, stderr = start_and_ping(world, traced(bundle))
     assert state == startimage.LOADED
     imported = found_by_importlib(stderr)
@@ -91,7 +93,7 @@ def test_a_moved_bundle_starts_from_its_image_with_its_new_paths(
     # Tracebacks and __file__ name the files where the bundle is now.
     code = (
         "from native_host import startimage; "
-        f"startimage.load(startimage.read({str(bundle / startimage.IMAGE_NAME)!r})); "
+        f"startimage.load(startimage.read({str(bundle / startimage.IMAGE_NAME)!r}, hold=True)); "
         "import native_host.relay as relay; "
         "print(relay.__file__); print(relay.run_relay.__code__.co_filename)"
     )
@@ -113,8 +115,9 @@ def test_an_entry_pointing_outside_the_bundle_damages_the_image(
     image = bundle / startimage.IMAGE_NAME
     ran = tmp_path / "the entry ran"
     code = compile(f"open({str(ran)!r}, 'w').close()", "planted", "exec")
-    entries = (*raw_entries(image), ("planted", outside, False, 0, 0, code))
-    image.write_bytes(startimage._header(sealed=True) + marshal.dumps(entries))
+    header, start, held, held_code = image_parts(image)
+    entries = ((*start, ("planted", outside, False, 0, 0, code)), held)
+    image.write_bytes(image_bytes(header, entries, held_code))
     with pytest.raises(startimage.ImageUnusable) as refused:
         startimage.read(str(image))
     assert refused.value.state == startimage.DAMAGED

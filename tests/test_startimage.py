@@ -21,12 +21,11 @@ import pytest
 
 from native_host import startimage
 from native_host.hostproc import OFFICIAL_ORIGIN, HostProcess
-from native_host.install.contents import IMAGE_ENTRY, interpreter_options, launcher_text
 from native_host.install.doctor.cli import Doctor
 from native_host.install.doctor.report import Status
-from native_host.install.locations import Os
 from native_host.install.record import START_IMAGE, FileEntry, InstallRecord
 from tests.support.markers import POSIX, needs_os
+from tests.support.site_dir import READ_FIRST, Install, image_bytes, image_parts
 from tests.support.users import skip_unless_root, throwaway_users
 from tests.support.world import HostWorld
 
@@ -34,38 +33,6 @@ pytestmark = [
     pytest.mark.process,
     needs_os(*POSIX, reason="the launcher is a #! script (the Windows lane runs the .bat)"),
 ]
-
-REPO = Path(__file__).resolve().parent.parent
-READ_FIRST = {"native_host", "native_host.cli", "native_host.startimage", "native_host.files"}
-"""What a start imports before it can read its image."""
-
-
-class Install:
-    """A copy of the package in its own site directory, its image and its launcher."""
-
-    def __init__(self, root: Path) -> None:
-        self.site = root / "site"
-        shutil.copytree(
-            REPO / "native_host",
-            self.site / "native_host",
-            ignore=shutil.ignore_patterns("__pycache__"),
-        )
-        self.image = root / "launcher-dir" / startimage.IMAGE_NAME
-        self.image.parent.mkdir(mode=0o700)
-        paths = [str(self.site)]
-        options = interpreter_options(paths)
-        self.image.write_bytes(startimage.build(sys.executable, options, paths))
-        self.launcher = self.image.parent / "pedelec-native-host"
-        self.launcher.write_bytes(
-            launcher_text(Os.LINUX, sys.executable, [str(self.site)], image=str(self.image))
-        )
-        self.launcher.chmod(0o700)
-
-    def traced(self) -> list[str]:
-        """The launcher's command, under `-X importtime`."""
-        entry = IMAGE_ENTRY.format(image=repr(str(self.image)))
-        code = f"import sys; sys.path += [{str(self.site)!r}]; {entry.removeprefix('import sys; ')}"
-        return [sys.executable, "-X", "importtime", "-I", "-S", "-c", code]
 
 
 @pytest.fixture
@@ -97,10 +64,15 @@ def test_a_ping_through_the_image_finds_none_of_its_modules_on_disk(
     world: HostWorld, install: Install
 ) -> None:
     world.start_core("current")
-    held = {entry[0] for entry in startimage.read(str(install.image))}
+    image = startimage.read(str(install.image))
+    at_start = {entry[0] for entry in image.start}
+    held = image.names()
     # What a relay start needs, of the package's and of the standard library's.
-    assert {"native_host.relay", "native_host.gateway", "native_host.core.peer"} <= held
-    assert {"json", "json.decoder", "re", "enum"} <= held
+    assert {"native_host.relay", "native_host.gateway", "native_host.core.peer"} <= at_start
+    assert {"json", "json.decoder", "re", "enum"} <= at_start
+    # What it may need later, held until then (issue 30).
+    later = {"native_host.policy", "native_host.subscriptions", "native_host.launch.launcher"}
+    assert later | {"idna", "idna.uts46data", "subprocess", "threading"} <= held - at_start
     assert held.isdisjoint(READ_FIRST)
     state, stderr = start_and_ping(world, install.traced())
     assert state == startimage.LOADED
@@ -138,14 +110,15 @@ def test_a_standard_library_upgrade_leaves_the_image_unused(
     or time (a Python upgrade) voids it. Replayed on an image whose json entry names a
     copy of the module that then changes."""
     world.start_core("current")
-    entries = list(startimage.read(str(install.image)))
+    image = startimage.read(str(install.image))
+    entries = list(image.start)
     index = next(i for i, entry in enumerate(entries) if entry[0] == "json.encoder")
     name, origin, package, mtime_ns, size, code = entries[index]
     copy = tmp_path / "encoder.py"
     shutil.copy2(origin, copy)
     entries[index] = (name, str(copy), package, mtime_ns, size, code)
-    header = install.image.read_bytes()[: len(startimage._header())]
-    install.image.write_bytes(header + marshal.dumps(tuple(entries)))
+    header, _, held, code = image_parts(install.image)
+    install.image.write_bytes(image_bytes(header, (tuple(entries), held), code))
     assert start_and_ping(world, [str(install.launcher)])[0] == startimage.LOADED
     os.utime(copy, ns=(mtime_ns, mtime_ns + 1_000_000_000))
     assert start_and_ping(world, [str(install.launcher)])[0] == startimage.STALE
@@ -188,7 +161,9 @@ def test_an_image_someone_else_could_have_written_is_never_executed(
         ("truncated", startimage.DAMAGED),
         ("garbage", startimage.DAMAGED),
         ("not modules", startimage.DAMAGED),
+        ("not two lists", startimage.DAMAGED),
         ("text in place of code", startimage.DAMAGED),
+        ("held code outside it", startimage.DAMAGED),
         ("another interpreter", startimage.FOREIGN),
         ("empty", startimage.FOREIGN),
     ],
@@ -198,21 +173,61 @@ def test_a_damaged_or_foreign_image_is_left_unused(
 ) -> None:
     world.start_core("current")
     data = install.image.read_bytes()
-    header = data[: len(startimage._header())]
-    first = startimage.read(str(install.image))[0]
+    header, start, held, code = image_parts(install.image)
+    first = start[0]
     ran = tmp_path / "the text ran"
     text = f"open({str(ran)!r}, 'w').close()"
+    index_end = len(data) - len(code)
     damaged = {
-        "truncated": data[: len(header) + (len(data) - len(header)) // 2],
+        "truncated": data[: index_end // 2],
         "garbage": header + b"\xff" * 64,
-        "not modules": header + marshal.dumps(({"a": 1},)),
-        "text in place of code": header + marshal.dumps(((*first[:5], text),)),
+        "not modules": image_bytes(header, (({"a": 1},), ())),
+        "not two lists": image_bytes(header, (first,)),
+        "text in place of code": image_bytes(header, (((*first[:5], text),), ())),
+        "held code outside it": image_bytes(header, (start, ((*held[0][:5], len(code), 9),)), code),
         "another interpreter": bytes([data[0] ^ 1]) + data[1:],
         "empty": b"",
     }[damage]
     install.image.write_bytes(damaged)
     assert start_and_ping(world, [str(install.launcher)])[0] == state
     assert not ran.exists()
+
+
+def test_held_code_that_is_not_code_never_runs(install: Install, tmp_path: Path) -> None:
+    """A held module is checked when it is first imported: text in place of its code is
+    refused there (ImportError), never compiled and run."""
+    ran = tmp_path / "the text ran"
+    header, start, held, code = image_parts(install.image)
+    text = marshal.dumps(f"open({str(ran)!r}, 'w').close()")
+    policy = next(e for e in held if e[0] == "native_host.policy")
+    planted = tuple((*e[:5], len(code), len(text)) if e is policy else e for e in held)
+    install.image.write_bytes(image_bytes(header, (start, planted), code + text))
+    image = startimage.read(str(install.image), hold=True)
+    finder = startimage.HeldModules(image)
+    module = type(sys)("native_host.policy")
+    with pytest.raises(ImportError, match=r"the start image's native_host\.policy is not code"):
+        finder.exec_module(module)
+    assert not ran.exists()
+    assert image.fd is not None
+    os.close(image.fd)
+
+
+def test_held_code_is_read_from_the_file_opened_at_start(install: Install) -> None:
+    """The held modules' code comes from the image the host opened, even when `install`
+    has replaced the image since; an image changed in place refuses them."""
+    image = startimage.read(str(install.image), hold=True)
+    finder = startimage.HeldModules(image)
+    install.write_image()  # a new image, renamed into place
+    module = type(sys)("ipaddress")
+    finder.exec_module(module)
+    assert module.IPv6Address is not None
+    assert image.fd is not None
+    with open(f"/proc/self/fd/{image.fd}", "r+b") as same_file:
+        same_file.seek(0, os.SEEK_END)
+        same_file.write(b"more")
+    with pytest.raises(ImportError, match="the start image changed since this host started"):
+        finder.exec_module(type(sys)("ipaddress"))
+    os.close(image.fd)
 
 
 def test_a_missing_image_is_named_and_the_host_still_answers(

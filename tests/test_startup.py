@@ -2,21 +2,26 @@
 
 Chrome starts a host for every burst of page activity, and the current extension pings
 on every page load: the modules a ping needs are a short, deliberate list. The host is
-started as the launcher starts it (`python -I -c <the launcher's entry> <origin>`),
-traced with `-X importtime`, answers one ping through a real dev Core, and exits; what
-the interpreter's own start-up imports (site, .pth files of this environment) is measured
-the same way and set aside, so the pin holds in a venv, an editable install or a wheel.
+started as the launcher `install` writes starts it (`python -I -S -c <the launcher's
+entry> <origin>`, from the start image of a copy of the package), traced with
+`-X importtime`, answers one ping through a real dev Core, and exits. What it loaded is
+what the import system found plus what the image executed at start; what the
+interpreter's own start-up imports is measured the same way and set aside. (The modules
+the image holds for later, and that a start without an image imports before it serves,
+are `startimage.LATER`'s: tests/test_live_upgrade.py.)
 """
 
 from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
+from native_host import startimage
 from native_host.hostproc import OFFICIAL_ORIGIN, HostProcess
-from native_host.install.contents import ENTRY
+from tests.support.site_dir import Install
 from tests.support.world import HostWorld
 
 pytestmark = pytest.mark.process
@@ -43,6 +48,7 @@ RELAY_MODULES = frozenset(
             "native_host.config",
             "native_host.logs",
             "native_host.files",
+            "native_host.startimage",
             "native_host.framing",
             "native_host.paths",
             "native_host.codec",
@@ -90,7 +96,7 @@ def imported(stderr: str) -> set[str]:
 
 def startup_baseline(env: dict[str, str]) -> set[str]:
     done = subprocess.run(
-        [sys.executable, "-X", "importtime", "-I", "-c", "pass"],
+        [sys.executable, "-X", "importtime", "-I", "-S", "-c", "pass"],
         capture_output=True,
         text=True,
         timeout=30,
@@ -99,14 +105,16 @@ def startup_baseline(env: dict[str, str]) -> set[str]:
     return imported(done.stderr)
 
 
-def test_a_ping_loads_only_the_pinned_modules(world: HostWorld) -> None:
+def test_a_ping_loads_only_the_pinned_modules(world: HostWorld, tmp_path: Path) -> None:
+    install = Install(tmp_path / "install")
     world.start_core("current")
-    command = [sys.executable, "-X", "importtime", "-I", "-c", ENTRY]
-    with HostProcess(command, (OFFICIAL_ORIGIN,), world.env, cwd=str(world.root)) as host:
+    with HostProcess(install.traced(), (OFFICIAL_ORIGIN,), world.env, cwd=str(world.root)) as host:
         assert host.request({"type": "ping", "requestId": "p"})["ok"]
         host.close_stdin()
         assert host.wait() == 0
-    loaded = imported(host.final_stderr(timeout=10))
+    assert f"image={startimage.LOADED}" in world.log_text()
+    executed = {entry[0] for entry in startimage.read(str(install.image)).start}
+    loaded = imported(host.final_stderr(timeout=10)) | executed
     extra = loaded - startup_baseline(world.env)
     assert "native_host.relay" in extra and "_socket" in extra
     assert sorted(extra - RELAY_MODULES) == [], "a ping now loads more than the pinned list"

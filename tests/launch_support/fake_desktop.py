@@ -6,8 +6,9 @@ so the file runs as a standalone program with only the standard library:
 1. append one JSON line describing how it was started to `config["launches"]`;
 2. sleep `config["delay_s"]`;
 3. by `config["mode"]`: `core` serves pings (exec'ing the project's dev Core when
-   `config["dev_core"]` is set), `silent` writes runtime.json and accepts TCP but never
-   answers, `failing` answers every request `ok:false`, `never` writes nothing.
+   `config["dev_core"]` is set, of `config["generation"]`, legacy by default), `silent`
+   writes runtime.json and accepts TCP but never answers, `failing` answers every
+   request `ok:false`, `never` writes nothing.
    It exits by itself after `config["lifetime_s"]`, so a crashed test run leaves no
    orphan behind for long.
 """
@@ -124,7 +125,8 @@ def main(config: dict[str, Any]) -> None:
     mode = config["mode"]
     if mode == "core" and config.get("dev_core"):
         argv = [config["python"], "-m", "native_host", "dev-core", "--home", config["home"]]
-        os.execv(config["python"], [*argv, "--generation", "legacy"])
+        generation = config.get("generation", "legacy")
+        os.execv(config["python"], [*argv, "--generation", generation])
     if mode != "never":
         threading.Thread(target=_serve, args=(config["home"], mode), daemon=True).start()
     time.sleep(config["lifetime_s"])
