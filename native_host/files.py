@@ -294,6 +294,33 @@ def _fsync_directory(directory: str) -> None:
         os.close(fd)
 
 
+def hold_shared(fd: int) -> None:
+    """Mark the open file as used by this process until it exits (issue 30): a shared
+    lock on POSIX (waiting while a remover holds it exclusively); on Windows the open
+    handle itself, which lets nobody delete or rename the file. What `in_use` sees."""
+    if sys.platform != "win32":
+        _hold(fd)
+
+
+def in_use(path: str | os.PathLike[str]) -> bool:
+    """Whether a process holds this file with `hold_shared` (on Windows: holds it open at
+    all). False for a file that is not there."""
+    name = os.fspath(path)
+    if sys.platform == "win32":  # pragma: no cover - the Windows lane runs it
+        return _held_on_windows(name)
+    try:
+        fd = os.open(name, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return False
+    try:
+        _lock(fd, blocking=False)
+    except (BlockingIOError, PermissionError):
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
 class FileLock:
     """An exclusive advisory lock on a lock file, shared by every process of this user.
 
@@ -365,11 +392,29 @@ if sys.platform == "win32":  # pragma: no cover - Windows only
         except OSError:
             pass
 
+    def _held_on_windows(name: str) -> bool:
+        """Open it sharing nothing: Windows refuses while any handle is open."""
+        import _winapi
+
+        try:
+            handle = _winapi.CreateFile(
+                name, _winapi.GENERIC_READ, 0, 0, _winapi.OPEN_EXISTING, 0, 0
+            )
+        except OSError as exc:
+            return getattr(exc, "winerror", 0) == ERROR_SHARING_VIOLATION
+        _winapi.CloseHandle(handle)
+        return False
+
+    ERROR_SHARING_VIOLATION = 32
+
 else:
     import fcntl
 
     def _lock(fd: int, blocking: bool) -> None:
         fcntl.flock(fd, fcntl.LOCK_EX if blocking else fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+    def _hold(fd: int) -> None:
+        fcntl.flock(fd, fcntl.LOCK_SH)
 
     def _unlock(fd: int) -> None:
         fcntl.flock(fd, fcntl.LOCK_UN)

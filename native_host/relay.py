@@ -348,7 +348,15 @@ def run_relay(argv: Sequence[str], env: Mapping[str, str] = os.environ, image: s
 
 
 def _exit(status: int) -> int:
-    """Exit now, abandoning in-flight threads (spec 7.13)."""
+    """Exit now, abandoning in-flight threads (spec 7.13); on the way out, remove what an
+    upgrade retired that no host uses any more (`native_host.versions`)."""
     log.info("exit status=%d", status)
+    try:
+        from native_host import versions
+
+        for removed in versions.leave():
+            log.info("removed %s: retired, and no host runs from it any more", removed)
+    except Exception as exc:  # the exit goes on whatever happens to a leftover
+        log.warning("retired versions not removed: %s", exc)
     logs.close()
     os._exit(status)

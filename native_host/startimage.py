@@ -92,6 +92,7 @@ LATER: dict[str, tuple[str, ...]] = {
     "heapq": EVERY,  # requests waiting for a place (admission)
     "threading": EVERY,  # the same, and the log's lock
     "traceback": EVERY,  # a request that crashed, in the log
+    "native_host.versions": EVERY,  # what a host does as it exits (old versions' removal)
     "grp": POSIX,  # a file in the user's private group (files.is_private_group)
     "pwd": POSIX,
     "plistlib": ("darwin",),  # the Desktop's Info.plist (launch/macos.py)
@@ -135,14 +136,16 @@ class ImageUnusable(Exception):
 
 
 class Image:
-    """What `read` found: the modules a start executes, and the ones held until their
-    first import, whose code stays in the image file (`fd`, open when asked to hold it)
-    from `code_at` on."""
+    """What `read` found: the version of the package it was written from, the modules a
+    start executes, and the ones held until their first import, whose code stays in the
+    image file (`fd`, open when asked to hold it) from `code_at` on."""
 
-    __slots__ = ("code_at", "fd", "held", "info", "sealed", "start")
+    __slots__ = ("code_at", "fd", "held", "info", "path", "sealed", "start", "version")
 
     def __init__(
         self,
+        path: str,
+        version: str,
         start: Sequence[Entry],
         held: Sequence[HeldEntry],
         sealed: bool,
@@ -150,6 +153,8 @@ class Image:
         info: os.stat_result | None = None,
         code_at: int = 0,
     ) -> None:
+        self.path = path
+        self.version = version
         self.start = start
         self.held = held
         self.sealed = sealed
@@ -165,8 +170,8 @@ class Image:
 
 
 INDEX_LENGTH_BYTES = 8
-"""After the format line: the length of the index (the start entries and the held
-ones' places), little-endian; the held modules' code follows the index."""
+"""After the format line: the length of the index (the start entries, the held ones'
+places and the package's version), little-endian; the held modules' code follows it."""
 
 
 def _header(sealed: bool = False) -> bytes:
@@ -281,7 +286,8 @@ def write_recorded(sealed_root: str | None = None) -> None:
             code.append(marshal.dumps(found[5]))
             held.append((*found[:5], offset, len(code[-1])))
             offset += len(code[-1])
-    index = marshal.dumps((tuple(start), tuple(held)))
+    version: str = sys.modules["native_host"].__version__
+    index = marshal.dumps((tuple(start), tuple(held), version))
     out = sys.stdout.buffer
     out.write(_header(sealed_root is not None))
     out.write(len(index).to_bytes(INDEX_LENGTH_BYTES, "little") + index)
@@ -323,7 +329,9 @@ def read(path: str, hold: bool = False) -> Image:
     not. The one reader of the image: the launcher's start and doctor. With `hold`, the
     image file stays open in the returned image, for `load` (the held modules' code is
     read from it when first imported: never read again by name, which an upgrade may
-    have given to another file)."""
+    have given to another file), and marked as used by this process for as long as it
+    runs (`files.hold_shared`: what tells `doctor` and the removal of old versions that a
+    host still runs from it)."""
     from native_host import files
 
     try:
@@ -332,7 +340,9 @@ def read(path: str, hold: bool = False) -> Image:
         state = MISSING if exc.reason == files.MISSING else REFUSED
         raise ImageUnusable(state, f"{exc.explanation}: install again") from None
     try:
-        image = _read_open(path, fd, info)
+        if hold:  # before anything is read: a remover holding it is done first
+            files.hold_shared(fd)
+        image = _read_open(path, fd, info, prove=True)
     except OSError as exc:
         os.close(fd)
         raise ImageUnusable(DAMAGED, f"cannot be read back ({exc}): install again") from None
@@ -346,7 +356,25 @@ def read(path: str, hold: bool = False) -> Image:
     return image
 
 
-def _read_open(path: str, fd: int, info: os.stat_result) -> Image:
+def written_version(path: str) -> str | None:
+    """The version of the package an image was written from, whatever its state now
+    (stale included); None when it cannot be read."""
+    from native_host import files
+
+    try:
+        fd, info = files.open_trusted(path, MAX_IMAGE_BYTES)
+    except files.FileRefusedError:
+        return None
+    try:
+        return _read_open(path, fd, info, prove=False).version
+    except (ImageUnusable, OSError):
+        return None
+    finally:
+        os.close(fd)
+
+
+def _read_open(path: str, fd: int, info: os.stat_result, prove: bool) -> Image:
+    """The image read from `fd`; with `prove`, every linked entry's source checked."""
     sealed_header = _header(sealed=True)
     head = _read_at(fd, 0, len(sealed_header) + INDEX_LENGTH_BYTES)
     sealed = head.startswith(sealed_header)
@@ -361,7 +389,7 @@ def _read_open(path: str, fd: int, info: os.stat_result) -> Image:
         index = _read_at(fd, len(header) + INDEX_LENGTH_BYTES, length)
         if len(index) != length:
             raise EOFError(f"{len(index)} bytes of an index of {length}")
-        start, held = marshal.loads(index)
+        start, held, version = marshal.loads(index)
         shapes = {tuple(map(type, entry)) for entry in start}
         held_shapes = {tuple(map(type, entry)) for entry in held}
     except (EOFError, ValueError, TypeError) as exc:
@@ -369,6 +397,7 @@ def _read_open(path: str, fd: int, info: os.stat_result) -> Image:
     if (
         not isinstance(start, tuple)
         or not isinstance(held, tuple)
+        or not isinstance(version, str)
         or shapes - {_ENTRY_TYPES}
         or held_shapes - {_HELD_TYPES}
     ):
@@ -377,8 +406,9 @@ def _read_open(path: str, fd: int, info: os.stat_result) -> Image:
         raise ImageUnusable(DAMAGED, "a held module's code lies outside it: install again")
     if sealed:
         root = os.path.dirname(os.path.abspath(path))
-        return Image(_in_bundle(start, root), _in_bundle(held, root), True, code_at=code_at)
-    for entry in (*start, *held):
+        placed = _in_bundle(start, root), _in_bundle(held, root)
+        return Image(path, version, *placed, sealed=True, code_at=code_at)
+    for entry in (*start, *held) if prove else ():
         name, origin, _, mtime_ns, size = entry[:5]
         try:
             found = os.stat(origin)
@@ -386,7 +416,7 @@ def _read_open(path: str, fd: int, info: os.stat_result) -> Image:
             raise ImageUnusable(STALE, f"{origin} is gone: install again") from None
         if (found.st_mtime_ns, found.st_size) != (mtime_ns, size):
             raise ImageUnusable(STALE, f"{name} changed since install: install again")
-    return Image(start, held, False, code_at=code_at)
+    return Image(path, version, start, held, sealed=False, code_at=code_at)
 
 
 if hasattr(os, "pread"):
@@ -532,7 +562,30 @@ def load(image: Image) -> None:
         except BaseException:
             del modules[name]
             raise
-    sys.meta_path.insert(0, HeldModules(image))
+    global _held
+    _held = HeldModules(image)
+    sys.meta_path.insert(0, _held)
+
+
+_held: HeldModules | None = None
+"""The held modules of the image this process loaded, if it did."""
+
+
+def held_path() -> str | None:
+    """The image this process loaded and still holds, if any."""
+    if _held is None or _held.image.fd is None:
+        return None
+    return _held.image.path
+
+
+def release() -> str | None:
+    """Let go of the loaded image (a host about to exit: no module is imported after
+    this), so that it no longer counts as used by this process; its path, or None."""
+    if _held is None or _held.image.fd is None:
+        return None
+    fd, _held.image.fd = _held.image.fd, None
+    os.close(fd)
+    return _held.image.path
 
 
 def use(path: str) -> str:

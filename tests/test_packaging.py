@@ -13,19 +13,17 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tarfile
 import zipfile
 from pathlib import Path
-from typing import NoReturn
 
 import pytest
 
 from native_host import HOST_NAME, __version__, startimage
 from tests.support.checkout import REPO, fresh_checkout
+from tests.support.tools import pipx_and_uv, run, tool_env, unavailable
 
-IN_CI = os.environ.get("CI") == "true"
 # Everything a checkout holds that the sdist leaves out on purpose (CI and git files).
 NOT_IN_SDIST = (".ci/", ".github/", ".gitignore", ".benchmarks/")  # the repository's CI
 SDIST_TREES = ("tests", "docs", "manifests", "installers", "packaging", "bench")
@@ -36,28 +34,6 @@ pytestmark = [
     pytest.mark.timeout(600),
     pytest.mark.xdist_group("packaging"),  # one worker builds the dists and tools once
 ]
-
-
-def unavailable(what: str, detail: str) -> NoReturn:
-    """Skip on a developer's offline machine; fail in CI, where nothing may be missing."""
-    message = f"{what} unavailable: {detail.strip()[-2000:]}"
-    if IN_CI:
-        pytest.fail(message)
-    pytest.skip(message)
-
-
-def run(
-    command: list[str], timeout: float = 600, **kwargs: object
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        command,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-        **kwargs,  # type: ignore[arg-type]
-    )
 
 
 @pytest.fixture(scope="session")
@@ -80,14 +56,7 @@ def dists(source_tree: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[s
 @pytest.fixture(scope="session")
 def tools(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A throwaway virtualenv with pipx and uv from PyPI; returns its bin directory."""
-    venv = tmp_path_factory.mktemp("tools") / "venv"
-    made = run([sys.executable, "-m", "venv", str(venv)])
-    if made.returncode != 0:
-        unavailable("python -m venv", made.stderr)
-    got = run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "pipx", "uv"])
-    if got.returncode != 0:
-        unavailable("pipx and uv from PyPI", got.stdout + got.stderr)
-    return venv / "bin"
+    return pipx_and_uv(tmp_path_factory.mktemp("tools") / "venv")
 
 
 # --- the sdist and the wheel ----------------------------------------------------------------
@@ -206,30 +175,6 @@ def test_links_under_build_change_neither_the_dists_nor_an_editable_install(
 
 
 # --- installed for real use, registered, answering ------------------------------------------
-def tool_env(env: dict[str, str], home: Path, tmp_path: Path, tools: Path) -> dict[str, str]:
-    """The isolated install environment (the `env` fixture's directories) with a user
-    home outside the temporary directories, holding the tools' directories where pipx and
-    uv put them, and nothing pointing back at this checkout."""
-    tool_env = {k: v for k, v in env.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    tool_env.update(
-        HOME=str(home),
-        XDG_CONFIG_HOME=str(home / ".config"),
-        PATH=f"{home / '.local' / 'bin'}{os.pathsep}{tools}{os.pathsep}{env['PATH']}",
-        PIPX_HOME=str(home / ".local" / "share" / "pipx"),
-        PIPX_BIN_DIR=str(home / ".local" / "bin"),
-        PIPX_MAN_DIR=str(home / ".local" / "share" / "man"),
-        UV_TOOL_DIR=str(home / ".local" / "share" / "uv" / "tools"),
-        UV_TOOL_BIN_DIR=str(home / ".local" / "bin"),
-        UV_CACHE_DIR=str(tmp_path / "uv-cache"),
-        UV_PYTHON_DOWNLOADS="never",
-        # The system's trust store, as pip uses it (a proxy's CA may be there only).
-        UV_SYSTEM_CERTS="1",
-        UV_NATIVE_TLS="1",
-    )
-    (home / ".config" / "chromium").mkdir(parents=True)  # a user who has Chromium
-    return tool_env
-
-
 def assert_registered_host_answers(env: dict[str, str], tool_dir: Path) -> None:
     """`install` as a user runs it, then `doctor`: the browser's manifest leads to a host
     in the tool's own virtualenv, and that host relays a ping to a running Core."""

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from native_host import files
+from native_host import __version__, files, versions
 from native_host.install import flatpak, locations
 from native_host.install.contents import (
     LAUNCHER_NAMES,
@@ -332,6 +332,8 @@ def install(options: InstallOptions, ctx: Environment) -> Plan:
     # and the record is saved whatever stops the install: what is written is recorded,
     # so `uninstall` can take it away.
     try:
+        if plan.image is not None and not options.dry_run:
+            _keep_image_in_use(plan.image.path, say)
         for write in (plan.image, plan.launcher):
             if write is not None:
                 with interrupts_held():
@@ -358,7 +360,40 @@ def install(options: InstallOptions, ctx: Environment) -> Plan:
                 raise InstallError(str(exc)) from None
     if not granted:
         raise InstallError("a Flatpak permission could not be granted; see above")
+    if not options.dry_run:
+        _retire_old_versions(plan, ctx, say)
     return plan
+
+
+def _keep_image_in_use(image: Path, say: Printer) -> None:
+    """Hosts still running from the launcher's old image keep it, renamed, until they
+    exit (`versions.retire_image`): `doctor` sees them, and they are unaffected."""
+    kept = versions.retire_image(str(image))
+    if kept is not None:
+        version = versions.retired_version(kept)
+        say("kept", f"{kept} (hosts of version {version} still run from it)")
+
+
+def _retire_old_versions(plan: Plan, ctx: Environment, say: Printer) -> None:
+    """After the registration names this version: a frozen bundle in a version folder
+    (`<root>/<version>/`) becomes the root's current one, and every retired version
+    (other folders there, or the launcher's kept images) that no host uses is removed;
+    the others go when their last host exits (docs/install.md, "Upgrades")."""
+    retired: list[str] = []
+    if plan.image is not None:
+        retired += versions.retired_images(str(plan.image.path))
+    folder = os.path.dirname(os.path.abspath(ctx.executable))
+    if ctx.frozen and os.path.basename(folder) == __version__:
+        root = os.path.dirname(folder)
+        versions.set_current(root, __version__)
+        say("current", f"{folder} (in {os.path.join(root, versions.CURRENT)})")
+        retired += versions.retired_folders(root)
+    removed, used = versions.remove_unused(retired)
+    for path in removed:
+        say("removed", f"{path} (version {versions.retired_version(path)}, no longer used)")
+    for path in used:
+        version = versions.retired_version(path)
+        say("kept", f"{path} (hosts of version {version} run from it; it goes when they exit)")
 
 
 def default_environment(out: TextIO | None, system_root: Path = Path("/")) -> Environment:

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from native_host import files, startimage
+from native_host import __version__, files, startimage
 from native_host.install.contents import IMAGE_ENTRY, interpreter_options, launcher_text
 from native_host.install.locations import Os
 from tests.support.checkout import REPO
@@ -70,18 +70,23 @@ class Install:
 
 def image_parts(path: Path) -> tuple[bytes, tuple[Any, ...], tuple[Any, ...], bytes]:
     """An image as written: its format line, the start entries, the held ones, and the
-    held modules' code (native_host/startimage.py, "INDEX_LENGTH_BYTES")."""
+    held modules' code (native_host/startimage.py, "INDEX_LENGTH_BYTES"); the index's
+    last item, the version, is this checkout's (`image_bytes` puts it back)."""
     data = path.read_bytes()
     sealed = data.startswith(startimage._header(sealed=True))
     header = startimage._header(sealed)
     at = len(header) + startimage.INDEX_LENGTH_BYTES
     length = int.from_bytes(data[len(header) : at], "little")
-    start, held = marshal.loads(data[at : at + length])
+    start, held, version = marshal.loads(data[at : at + length])
+    assert version == __version__, version
     return header, start, held, data[at + length :]
 
 
 def image_bytes(header: bytes, index: Any, code: bytes = b"") -> bytes:
-    """An image of these parts, `index` the (start entries, held entries) pair (any of
-    them made wrong on purpose by the tests)."""
+    """An image of these parts, `index` the (start entries, held entries) pair, to which
+    this checkout's version is added when it is one (any part may be made wrong on
+    purpose by the tests)."""
+    if isinstance(index, tuple) and len(index) == 2:
+        index = (*index, __version__)
     data = marshal.dumps(index)
     return header + len(data).to_bytes(startimage.INDEX_LENGTH_BYTES, "little") + data + code

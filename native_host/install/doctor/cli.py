@@ -24,6 +24,7 @@ from native_host.install.doctor import (
     core_side,
     extensions,
     manifests,
+    running,
     sandbox,
     selftest,
 )
@@ -79,6 +80,7 @@ class Doctor:
     """The frozen bundle's executable when doctor runs from one (the MSI's): a browser
     registered with it starts this very host."""
     _self_tests: dict[str, list[Finding]] = field(default_factory=dict)
+    _version_checks: dict[str, list[Finding]] = field(default_factory=dict)
     _loaded: dict[str, manifests.ManifestContext] = field(default_factory=dict)
     """The manifest each subject's browser loads, until its extension check (which judges
     ids by it) takes it."""
@@ -363,6 +365,7 @@ class Doctor:
             self.add(*pieces)
         if host is not None:
             self.add(*self._self_test(subject, host))
+            self.add(*self._versions(subject, host))
 
     def _self_test(self, subject: str, host: Path) -> list[Finding]:
         """Start the host as Chrome does, once per host path, and reuse the verdict."""
@@ -370,6 +373,13 @@ class Doctor:
         if key not in self._self_tests:
             self._self_tests[key] = selftest.run_self_test(host, self.env, self.timeout)
         return [dataclasses.replace(f, subject=subject) for f in self._self_tests[key]]
+
+    def _versions(self, subject: str, host: Path) -> list[Finding]:
+        """The version the host runs, and older ones still running, once per host path."""
+        key = str(host)
+        if key not in self._version_checks:
+            self._version_checks[key] = running.version_findings("", host, self.env)
+        return [dataclasses.replace(f, subject=subject) for f in self._version_checks[key]]
 
     # -- Core side -----------------------------------------------------------------------
     def check_core(self) -> None:
