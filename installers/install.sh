@@ -12,7 +12,8 @@
 #               ~/Documents, ~/Desktop and ~/Downloads on macOS (privacy-protected folders).
 #               The prefix is recorded, so --uninstall finds it without --prefix.
 # --bundle DIR  install this PyInstaller onedir build instead of a virtualenv (only when
-#               asked: build it from this tree first, see docs/install.md).
+#               asked: build it from this tree first, see docs/install.md), into a folder
+#               of its version: hosts running an older one keep theirs until they exit.
 # --uninstall   undo the registrations, then remove what this script put in the prefix.
 # Everything after `--` goes to `pedelec-native-host install` (e.g. --extension-id ID,
 # --browser chrome, --user-data-dir DIR). A failed install leaves the previous state.
@@ -57,8 +58,19 @@ fi
 say() { printf '%-15s %s\n' "$1" "$2"; }
 
 installed_host() {
-    for candidate in "$prefix/bundle/pedelec-native-host" "$prefix/venv/bin/pedelec-native-host"; do
+    if [ -f "$prefix/current" ]; then
+        candidate="$prefix/$(cat "$prefix/current")/pedelec-native-host"
         if [ -x "$candidate" ]; then echo "$candidate"; return; fi
+    fi
+    if [ -x "$prefix/venv/bin/pedelec-native-host" ]; then echo "$prefix/venv/bin/pedelec-native-host"; fi
+}
+
+# A onedir build's version folders under the prefix (each holds its start image).
+version_folders() {
+    for folder in "$prefix"/*/; do
+        if [ -f "$folder/pedelec-native-host.image" ] && [ -x "$folder/pedelec-native-host" ]; then
+            printf '%s\n' "${folder%/}"
+        fi
     done
 }
 
@@ -79,8 +91,9 @@ if [ "$uninstall" = 1 ]; then
         echo "install.sh: $host uninstall failed; $prefix left in place" >&2
         exit 1
     fi
-    rm -rf "$prefix/venv" "$prefix/bundle"
-    say "removed" "$prefix/venv and $prefix/bundle"
+    version_folders | while IFS= read -r folder; do rm -rf "$folder"; done
+    rm -rf "$prefix/venv" "$prefix/current"
+    say "removed" "$prefix/venv and its version folders"
     rmdir "$prefix" 2>/dev/null && say "removed" "directory $prefix"
     rmdir "$state_dir" 2>/dev/null && say "removed" "directory $state_dir"
     exit 0
@@ -120,6 +133,8 @@ prefix_existed=0; [ -d "$prefix" ] && prefix_existed=1
 registered_before=0; [ -f "$host_record" ] && registered_before=1
 work=""
 host=""
+version=""
+created_version=0
 finished=0
 cleanup() {
     [ -n "$work" ] && rm -rf "$work"
@@ -128,13 +143,15 @@ cleanup() {
     if [ "$registered_before" = 0 ] && [ -n "$host" ] && [ -f "$host_record" ]; then
         "$host" uninstall >/dev/null 2>&1 || true
     fi
-    for kind in venv bundle; do
-        if [ -d "$prefix/$kind.old" ]; then
+    for kind in venv "$version"; do
+        if [ -n "$kind" ] && [ -d "$prefix/$kind.old" ]; then
             rm -rf "${prefix:?}/$kind"
             mv "$prefix/$kind.old" "$prefix/$kind"
+        elif [ -n "$kind" ] && [ "$kind" != venv ] && [ "$created_version" = 1 ]; then
+            rm -rf "${prefix:?}/$kind"
         fi
     done
-    rm -rf "$prefix/venv.new" "$prefix/bundle.new"
+    rm -rf "$prefix/venv.new" "$prefix/$version.new"
     [ "$prefix_existed" = 1 ] || rm -rf "$prefix"
     echo "install.sh: install failed; $prefix is back as it was" >&2
 }
@@ -142,15 +159,23 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 mkdir -p "$prefix"
-rm -rf "$prefix/venv.old" "$prefix/bundle.old" "$prefix/venv.new" "$prefix/bundle.new"
+rm -rf "$prefix/venv.old" "$prefix/venv.new"
 if [ -n "$bundle" ]; then
-    # Copy next to the old bundle, then swap, so a running host keeps its files.
-    cp -R "$bundle" "$prefix/bundle.new"
-    for kind in venv bundle; do
+    # Into a folder of its version, beside any older one: hosts running an older version
+    # keep their files; its `install` moves the registration, and an older folder goes
+    # once no host runs from it (native_host/versions.py).
+    version=$("$bundle/pedelec-native-host" version | sed -n 's/^pedelec-native-host //p')
+    case "$version" in
+        ""|*/*|.|..) echo "install.sh: $bundle does not say its version" >&2; exit 1 ;;
+    esac
+    rm -rf "$prefix/$version.old" "$prefix/$version.new"
+    cp -R "$bundle" "$prefix/$version.new"
+    [ -d "$prefix/$version" ] || created_version=1
+    for kind in venv "$version"; do
         if [ -d "$prefix/$kind" ]; then mv "$prefix/$kind" "$prefix/$kind.old"; fi
     done
-    mv "$prefix/bundle.new" "$prefix/bundle"
-    say "copied" "$bundle -> $prefix/bundle"
+    mv "$prefix/$version.new" "$prefix/$version"
+    say "copied" "$bundle -> $prefix/$version"
 else
     # Build from a clean copy of the current files: a leftover build/ dir or dist/ bundle
     # in this tree must never end up installed.
@@ -158,19 +183,23 @@ else
     (cd "$source_dir" && tar -cf - --exclude=./.git --exclude=./.venv --exclude=./build \
         --exclude=./dist --exclude='*.egg-info' --exclude=__pycache__ .) | (cd "$work" && tar -xf -)
     # A virtualenv cannot move, so the new one is built in place; the old one waits aside.
-    for kind in venv bundle; do
-        if [ -d "$prefix/$kind" ]; then mv "$prefix/$kind" "$prefix/$kind.old"; fi
-    done
+    if [ -d "$prefix/venv" ]; then mv "$prefix/venv" "$prefix/venv.old"; fi
     "$python" -m venv "$prefix/venv"
     "$prefix/venv/bin/python" -m pip install --quiet --disable-pip-version-check "$work"
     say "installed" "$source_dir -> $prefix/venv"
 fi
 
-host=$(installed_host)
+if [ -n "$bundle" ]; then host="$prefix/$version/pedelec-native-host"; else host="$prefix/venv/bin/pedelec-native-host"; fi
 "$host" install "$@"
 
 finished=1
-rm -rf "$prefix/venv.old" "$prefix/bundle.old"
+rm -rf "$prefix/venv.old"
+if [ -n "$version" ]; then
+    rm -rf "$prefix/$version.old"
+else  # a virtualenv now: no onedir build of this prefix is registered any more
+    version_folders | while IFS= read -r folder; do rm -rf "$folder"; done
+    rm -f "$prefix/current"
+fi
 mkdir -p "$state_dir"
 printf '%s\n' "$prefix" > "$prefix_record"
 say "recorded" "$prefix_record (install.sh --uninstall finds the prefix there)"

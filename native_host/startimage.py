@@ -192,17 +192,22 @@ def build(
     options: Sequence[str],
     import_paths: Sequence[str],
     sealed_root: str | None = None,
+    only_these_paths: bool = False,
+    environment: Mapping[str, str] | None = None,
 ) -> bytes:
     """The image for a launcher that runs `python` (a path, or a command such as
     `wine python.exe`) with these options and import paths: recorded and compiled by that
     very interpreter, so it holds what that launcher imports. `sealed_root`: a sealed
-    image of the bundle in that folder (as the interpreter names it). OSError when it
-    cannot be built."""
+    image of the bundle in that folder (as the interpreter names it). `only_these_paths`:
+    the import paths replace the interpreter's own (a PyInstaller bundle's modules,
+    recorded by the interpreter it was frozen from). `environment`: the interpreter's
+    (this process's when None). OSError when it cannot be built."""
     import subprocess
 
     command = [python] if isinstance(python, str) else list(python)
+    assign = "sys.path[:] =" if only_these_paths else "sys.path +="
     code = (
-        f"import sys; sys.path += {list(import_paths)!r}; "
+        f"import sys; {assign} {list(import_paths)!r}; "
         f"from native_host import startimage; startimage.write_recorded({sealed_root!r})"
     )
     try:
@@ -211,6 +216,7 @@ def build(
             capture_output=True,
             stdin=subprocess.DEVNULL,
             timeout=BUILD_TIMEOUT_S,
+            env=environment,
         )
     except (OSError, subprocess.SubprocessError) as exc:
         raise OSError(f"{' '.join(command)} could not be run: {exc}") from None
@@ -228,6 +234,8 @@ def write_recorded(sealed_root: str | None = None) -> None:
     mtime; a sealed one (the bundle in `sealed_root`) holds every module whose code a
     loader gives (sources, `.pyc` files, zip archives) that lies inside the bundle, with
     paths relative to it."""
+    if sealed_root is not None:
+        _look_inside(sealed_root)
     for loaded_first in ("native_host.cli", "native_host.files"):  # as at every start
         __import__(loaded_first)
     external = sys.modules["_frozen_importlib_external"]
@@ -293,6 +301,22 @@ def write_recorded(sealed_root: str | None = None) -> None:
     out.write(len(index).to_bytes(INDEX_LENGTH_BYTES, "little") + index)
     out.write(b"".join(code))
     out.flush()
+
+
+def _look_inside(root: str) -> None:
+    """Packages the recording interpreter imported at its own start (`encodings`) from its
+    own library: their submodules are looked for in the bundle's copy, where the bundle's
+    executable finds them, when the bundle has one."""
+    base = os.path.abspath(root)
+    inside = [p for p in sys.path if os.path.abspath(p).startswith(base + os.sep)]
+    for name, module in list(sys.modules.items()):
+        if getattr(module, "__path__", None) is None:
+            continue
+        for entry in inside:
+            copy = os.path.join(entry, *name.split("."))
+            if os.path.isdir(copy):
+                module.__path__ = [copy]
+                break
 
 
 def _linked_entry(module: Any) -> Entry:

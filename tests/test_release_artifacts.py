@@ -56,7 +56,8 @@ def test_the_one_choice_installs_the_component_at_the_packages_version() -> None
     assert choice.get("visible") == "false"
     (chosen,) = choice.findall("pkg-ref")
     (component,) = root.findall("pkg-ref")
-    assert chosen.get("id") == component.get("id") == pkg_plan.IDENTIFIER
+    assert chosen.get("id") == component.get("id") == pkg_plan.identifier("1.2.3")
+    assert pkg_plan.identifier("1.2.3") == "cc.isaaclin.pedelec.native-host.1.2.3"
     assert component.get("version") == "1.2.3"
     assert component.text == pkg_plan.COMPONENT_NAME
     outline = root.find("choices-outline")
@@ -82,10 +83,22 @@ def test_the_bundle_lands_in_the_hosts_own_folder_but_not_on_it() -> None:
     directory itself (Installer would set its mode to the payload's)."""
     home = "/Users/ann"
     state = paths.platform_dir("state", {"HOME": home}, "darwin")
-    installed = home + pkg_plan.INSTALL_LOCATION
+    installed = home + pkg_plan.install_location("1.2.3")
     config = paths.platform_dir("config", {"HOME": home}, "darwin")
     assert os.path.dirname(installed) == state == config
     assert installed != state
+
+
+def test_each_version_has_a_folder_and_a_package_of_its_own() -> None:
+    """Issue 30: a newer package never replaces a file of an older one (hosts may run from
+    them), and Installer never takes it for an upgrade of it (which removes what the
+    older receipt listed and the newer lacks): another folder, another identifier."""
+    older, newer = pkg_plan.install_location("0.1.0"), pkg_plan.install_location("0.1.1")
+    assert os.path.dirname(older) == os.path.dirname(newer) and older != newer
+    assert pkg_plan.identifier("0.1.0") != pkg_plan.identifier("0.1.1")
+    for bad in ("", "..", "0.1/../x"):
+        with pytest.raises(pkg_plan.PlanError):
+            pkg_plan.install_location(bad)
 
 
 def test_the_output_names() -> None:
@@ -107,7 +120,7 @@ def test_the_system_package_installs_only_into_the_local_system() -> None:
         "enable_localSystem": "true",
     }
     (component,) = root.findall("pkg-ref")
-    assert component.get("id") == "cc.isaaclin.pedelec.native-host.system"
+    assert component.get("id") == "cc.isaaclin.pedelec.native-host.system.1.2.3"
     assert component.text == pkg_plan.SYSTEM.component_name
     title = root.find("title")
     assert title is not None and title.text == f"{pkg_plan.TITLE} (every user) 1.2.3"
@@ -117,13 +130,13 @@ def test_the_two_packages_have_receipts_of_their_own() -> None:
     """Installer keeps a receipt per identifier: one package's upgrade or `pkgutil
     --forget` leaves the other's alone, and both can be installed at once."""
     assert pkg_plan.USER.identifier == pkg_plan.IDENTIFIER
-    assert pkg_plan.SYSTEM.identifier != pkg_plan.USER.identifier
+    assert pkg_plan.identifier("1.2.3", pkg_plan.SYSTEM) != pkg_plan.identifier("1.2.3")
 
 
 def test_the_system_postinstall_registers_for_every_user_with_the_bundles_own_install() -> None:
-    script = pkg_plan.postinstall_script(pkg_plan.SYSTEM)
+    script = pkg_plan.postinstall_script("1.2.3", pkg_plan.SYSTEM)
     assert script.startswith("#!/bin/sh\n")
-    assert f'expected="${{3%/}}{pkg_plan.INSTALL_LOCATION}"' in script
+    assert f'expected="${{3%/}}{pkg_plan.install_location("1.2.3")}"' in script
     assert script.rstrip().endswith(
         f'exec "$destination/{pkg_plan.EXECUTABLE}" install --scope system --browser all'
     )
@@ -139,9 +152,9 @@ def test_doctor_names_the_system_package_this_script_builds() -> None:
 
 
 def test_postinstall_expects_the_payload_where_pkgbuild_puts_it() -> None:
-    script = pkg_plan.postinstall_script()
+    script = pkg_plan.postinstall_script("1.2.3")
     assert script.startswith("#!/bin/sh\n")
-    assert f'suffix="{pkg_plan.INSTALL_LOCATION}"' in script
+    assert f'suffix="{pkg_plan.install_location("1.2.3")}"' in script
     assert script.rstrip().endswith(
         f'exec "$destination/{pkg_plan.EXECUTABLE}" install --browser all'
     )
@@ -210,22 +223,25 @@ def fake_bundle(root: Path) -> Path:
     return bundle
 
 
-def test_the_tarball_holds_the_bundle_under_one_top_folder(tmp_path: Path) -> None:
+def test_the_tarball_holds_the_bundle_in_its_version_folder_under_one_top_folder(
+    tmp_path: Path,
+) -> None:
     bundle = fake_bundle(tmp_path / "dist")
-    tarball = linux_build.write_tarball(bundle, tmp_path / "out" / "x.tar.gz", 1_700_000_000)
+    tarball = linux_build.write_tarball(bundle, tmp_path / "out" / "x.tar.gz", 1_700_000_000, "0.1.0")
     assert sorted(p.name for p in tarball.parent.iterdir()) == ["x.tar.gz"]  # no .partial
     with tarfile.open(tarball) as archive:
         members = {m.name: m for m in archive.getmembers()}
-    expected = {"pedelec-native-host"} | {
-        f"pedelec-native-host/{p.relative_to(bundle).as_posix()}" for p in bundle.rglob("*")
+    top = "pedelec-native-host/0.1.0"
+    expected = {"pedelec-native-host", top} | {
+        f"{top}/{p.relative_to(bundle).as_posix()}" for p in bundle.rglob("*")
     }
     assert set(members) == expected  # the bundle, all of it, and nothing else
-    assert members["pedelec-native-host"].isdir()
-    executable = members["pedelec-native-host/pedelec-native-host"]
+    assert members["pedelec-native-host"].isdir() and members[top].isdir()
+    executable = members[f"{top}/pedelec-native-host"]
     assert executable.isfile() and executable.mode & 0o777 == 0o755
-    link = members["pedelec-native-host/_internal/libpython3.13.so"]
+    link = members[f"{top}/_internal/libpython3.13.so"]
     assert link.issym() and link.linkname == "libpython3.13.so.1.0"
-    assert members["pedelec-native-host/_internal/base_library.zip"].mode & 0o777 == 0o644
+    assert members[f"{top}/_internal/base_library.zip"].mode & 0o777 == 0o644
     for member in members.values():
         assert (member.uid, member.gid, member.uname, member.gname) == (0, 0, "", "")
         assert not member.mode & (stat.S_IWGRP | stat.S_IWOTH), member.name
@@ -237,7 +253,7 @@ def test_the_tarball_extracts_as_the_docs_say_and_stays_in_its_folder(tmp_path: 
     name, climbs out with `..`, or links out of the folder: what tarfile's "data" filter
     refuses, checked by hand too, as Debian's CPython 3.11.2 predates the filter."""
     bundle = fake_bundle(tmp_path / "dist")
-    tarball = linux_build.write_tarball(bundle, tmp_path / "x.tar.gz", 1_700_000_000)
+    tarball = linux_build.write_tarball(bundle, tmp_path / "x.tar.gz", 1_700_000_000, "0.1.0")
     with tarfile.open(tarball) as archive:
         for member in archive.getmembers():
             name = PurePosixPath(member.name)
@@ -250,16 +266,48 @@ def test_the_tarball_extracts_as_the_docs_say_and_stays_in_its_folder(tmp_path: 
     with tarfile.open(tarball) as archive:
         archive.extractall(share, **safe)  # type: ignore[arg-type]
     assert sorted(p.name for p in share.iterdir()) == ["pedelec-native-host"]
-    executable = share / "pedelec-native-host" / "pedelec-native-host"
+    executable = share / "pedelec-native-host" / "0.1.0" / "pedelec-native-host"
     assert executable.read_bytes() == b"\x7fELF executable"
     assert executable.stat().st_mode & stat.S_IXUSR
+
+
+def test_a_newer_tarball_extracted_the_same_way_touches_no_file_of_the_older(
+    tmp_path: Path,
+) -> None:
+    """The documented upgrade: the newer tarball extracted where the older was adds its
+    own version folder; no member of it names a file of the older, so every file of the
+    older stays as it was, the same inode with the same content (hosts may be running
+    from them)."""
+    older_bundle = fake_bundle(tmp_path / "a")
+    older = linux_build.write_tarball(older_bundle, tmp_path / "old.tar.gz", 1_700_000_000, "0.1.0")
+    newer_bundle = fake_bundle(tmp_path / "b")
+    (newer_bundle / "_internal" / "native_host" / "cli.pyc").write_bytes(b"newer module")
+    newer = linux_build.write_tarball(newer_bundle, tmp_path / "new.tar.gz", 1_700_000_000, "0.1.1")
+    share = tmp_path / "share"
+    safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
+    with tarfile.open(older) as archive:
+        archive.extractall(share, **safe)  # type: ignore[arg-type]
+    root = share / "pedelec-native-host"
+
+    def state() -> dict[Path, tuple[int, bytes]]:
+        found = sorted((root / "0.1.0").rglob("*"))
+        return {p: (p.lstat().st_ino, p.read_bytes() if p.is_file() else b"") for p in found}
+
+    before = state()
+    with tarfile.open(newer) as archive:
+        names = archive.getnames()
+        archive.extractall(share, **safe)  # type: ignore[arg-type]
+    assert [n for n in names if n.startswith("pedelec-native-host/0.1.0")] == []
+    assert state() == before
+    assert sorted(p.name for p in root.iterdir()) == ["0.1.0", "0.1.1"]
+    assert (root / "0.1.1/_internal/native_host/cli.pyc").read_bytes() == b"newer module"
 
 
 def test_a_link_out_of_the_bundle_is_refused(tmp_path: Path) -> None:
     bundle = fake_bundle(tmp_path / "dist")
     (bundle / "_internal" / "escape").symlink_to(tmp_path)
     with pytest.raises(steps.BuildError, match="links out of the bundle"):
-        linux_build.write_tarball(bundle, tmp_path / "x.tar.gz", 1_700_000_000)
+        linux_build.write_tarball(bundle, tmp_path / "x.tar.gz", 1_700_000_000, "0.1.0")
     assert not (tmp_path / "x.tar.gz").exists()
 
 

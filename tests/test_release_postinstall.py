@@ -22,11 +22,13 @@ pytestmark = [pytest.mark.process, needs_os(*POSIX, reason="runs the script with
 
 pkg_plan = release_module("macos", "pkg_plan")
 OTHER_UID = 4242
+VERSION = "0.1.0"
+INSTALL_LOCATION = pkg_plan.install_location(VERSION)
 
 
-def installed(home: Path) -> tuple[Path, Path]:
+def installed(home: Path, version: str = VERSION) -> tuple[Path, Path]:
     """A home with the payload in place: the 'host' records its arguments and HOME."""
-    destination = home / pkg_plan.INSTALL_LOCATION.lstrip("/")
+    destination = home / pkg_plan.install_location(version).lstrip("/")
     destination.mkdir(parents=True)
     record = home.parent / "ran.txt"
     host = destination / pkg_plan.EXECUTABLE
@@ -36,10 +38,10 @@ def installed(home: Path) -> tuple[Path, Path]:
 
 
 def postinstall(
-    tmp_path: Path, destination: str, target: str = "/"
+    tmp_path: Path, destination: str, target: str = "/", version: str = VERSION
 ) -> subprocess.CompletedProcess[str]:
     script = tmp_path / "postinstall"
-    script.write_text(pkg_plan.postinstall_script())
+    script.write_text(pkg_plan.postinstall_script(version))
     script.chmod(0o755)
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": "/var/empty"}
     return subprocess.run(
@@ -62,7 +64,7 @@ def test_a_destination_given_without_the_home_is_taken_under_the_target(tmp_path
     target, the home still comes from the install itself (a trailing slash or not)."""
     home = tmp_path / "Users" / "ann"
     _, record = installed(home)
-    done = postinstall(tmp_path, pkg_plan.INSTALL_LOCATION + "/", f"{home}/")
+    done = postinstall(tmp_path, INSTALL_LOCATION + "/", f"{home}/")
     assert done.returncode == 0, done.stderr
     assert record.read_text() == f"{home}|install|--browser|all|"
 
@@ -78,8 +80,8 @@ def test_a_home_with_a_space_and_quotes_in_its_name(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "where",
     [
-        pkg_plan.INSTALL_LOCATION,  # the system domain: no home before it, target "/"
-        pkg_plan.INSTALL_LOCATION + "/",
+        INSTALL_LOCATION,  # the system domain: no home before it, target "/"
+        INSTALL_LOCATION + "/",
         "/Applications/pedelec-native-host",
         "",
     ],
@@ -100,11 +102,30 @@ def test_it_refuses_to_register_into_another_users_home(tmp_path: Path) -> None:
         os.chown(home, OTHER_UID, OTHER_UID)
     else:
         home, record = Path("/usr"), tmp_path / "ran.txt"
-        destination = home / pkg_plan.INSTALL_LOCATION.lstrip("/")
+        destination = home / INSTALL_LOCATION.lstrip("/")
     done = postinstall(tmp_path, str(destination))
     assert done.returncode == 1
     assert f"in {home}, which is another user's home" in done.stderr
     assert not record.exists()
+
+
+def test_a_newer_package_registers_its_own_folder_and_leaves_the_older_as_it_was(
+    tmp_path: Path,
+) -> None:
+    """The upgrade: the newer payload went into its own folder beside the older one; its
+    postinstall runs the newer host's `install` (which moves the registration and retires
+    the older folder: tests/test_versions.py), and nothing of the older one is touched."""
+    home = tmp_path / "Users" / "ann"
+    older, _ = installed(home, "0.1.0")
+    before = {p: p.read_bytes() for p in older.rglob("*")}
+    newer, record = installed(home, "0.1.1")
+    host = newer / pkg_plan.EXECUTABLE
+    host.write_text(f'#!/bin/sh\nprintf "%s|" "$0" "$@" > "{record}"\n')
+    done = postinstall(tmp_path, str(newer), version="0.1.1")
+    assert done.returncode == 0, done.stderr
+    assert record.read_text() == f"{host}|install|--browser|all|"
+    assert newer.parent == older.parent
+    assert {p: p.read_bytes() for p in older.rglob("*")} == before
 
 
 # --- the system package (issue 31) ----------------------------------------------------------
@@ -122,7 +143,7 @@ def target() -> Iterator[Path]:
 def system_payload(target: Path) -> tuple[Path, Path]:
     """The payload where Installer puts it on `target`: the 'host' records its
     arguments and the state folder it was given."""
-    destination = target / pkg_plan.INSTALL_LOCATION.lstrip("/")
+    destination = target / INSTALL_LOCATION.lstrip("/")
     destination.mkdir(parents=True)
     record = target / "ran.txt"
     host = destination / pkg_plan.EXECUTABLE
@@ -136,7 +157,7 @@ def system_postinstall(
     target: Path, destination: str, user: int | None = None
 ) -> subprocess.CompletedProcess[str]:
     script = target / "postinstall"
-    script.write_text(pkg_plan.postinstall_script(pkg_plan.SYSTEM))
+    script.write_text(pkg_plan.postinstall_script(VERSION, pkg_plan.SYSTEM))
     script.chmod(0o755)
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": "/var/empty"}
     return subprocess.run(
@@ -173,7 +194,7 @@ def test_the_system_package_refuses_a_payload_anywhere_else(target: Path, where:
     home install of this package, or a relocated one) is not registered."""
     destination, record = system_payload(target)
     other = {
-        "home": target / "Users" / "ann" / pkg_plan.INSTALL_LOCATION.lstrip("/"),
+        "home": target / "Users" / "ann" / INSTALL_LOCATION.lstrip("/"),
         "elsewhere": target / "Applications" / "pedelec-native-host",
     }[where]
     done = system_postinstall(target, str(other))

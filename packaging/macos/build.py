@@ -46,14 +46,14 @@ def component_plist(bundle: Path, work: Path) -> Path:
     return pinned
 
 
-def scripts(work: Path, scope: pkg_plan.PkgScope) -> Path:
+def scripts(work: Path, version: str, scope: pkg_plan.PkgScope) -> Path:
     """The folder pkgbuild takes a package's scripts from: `postinstall` alone,
     executable."""
     folder = work / f"scripts-{scope.identifier}"
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     script = folder / "postinstall"
-    script.write_text(pkg_plan.postinstall_script(scope), encoding="utf-8")
+    script.write_text(pkg_plan.postinstall_script(version, scope), encoding="utf-8")
     script.chmod(0o755)
     return folder
 
@@ -68,8 +68,9 @@ def package(
     components.mkdir(parents=True)
     steps.run([
         "pkgbuild", "--root", bundle, "--component-plist", plist,
-        "--identifier", scope.identifier, "--version", version,
-        "--install-location", pkg_plan.INSTALL_LOCATION, "--scripts", scripts(work, scope),
+        "--identifier", pkg_plan.identifier(version, scope), "--version", version,
+        "--install-location", pkg_plan.install_location(version),
+        "--scripts", scripts(work, version, scope),
         components / scope.component_name,
     ])  # fmt: skip
     distribution = work / f"distribution-{scope.identifier}.xml"

@@ -8,10 +8,19 @@ What the package does, and why:
   says such an install is done as the current user, not as root, and cannot write
   outside the home, so it needs no administrator password. The component's install
   location is then taken inside that home (`/Library/...` lands in `~/Library/...`):
-  `INSTALL_LOCATION` is the bundle's folder, `~/Library/Application Support/
-  pedelec-native-host/bundle`, where installers/install.sh --bundle puts a onedir build.
-  The payload is the bundle itself, so the package never touches its parent folder,
-  which holds the host's config.json and install record (native_host/paths.py).
+  `install_location(version)` is the bundle's folder, `~/Library/Application Support/
+  pedelec-native-host/<version>`, where installers/install.sh --bundle puts a onedir
+  build. The payload is the bundle itself, so the package never touches its parent
+  folder, which holds the host's config.json and install record (native_host/paths.py).
+- **A folder and a package of its own for each version** (issue 30). Hosts of the
+  installed version may be running while a newer package installs: the newer version
+  goes into its own folder, beside, so none of their files is replaced, and the package
+  has its own identifier (`identifier(version, scope)`), so Installer never takes it
+  for an upgrade of the older one, which would remove that one's files (on an upgrade,
+  Installer removes what the older receipt listed and the newer payload lacks). The
+  `postinstall`'s `install` moves the registration to the new folder; the older folder
+  goes once no host runs from it (native_host/versions.py); its receipt stays, as every
+  receipt does.
 - **Nothing relocated.** Installer "relocates" a bundle of the payload it finds
   elsewhere under the same identifier (an interpreter's Python.framework would be
   moved into /Library/Frameworks' copy); every bundle pkgbuild finds is pinned in place
@@ -28,15 +37,15 @@ The system package (`SYSTEM`, for machines whose browsers ignore per-user hosts 
 `NativeMessagingUserLevelHosts` false; docs/install.md, "For administrators") is the same
 payload in the other domain: the distribution enables only the local system
 (`enable_localSystem`), so Installer asks for an administrator and puts the bundle in
-`/Library/Application Support/pedelec-native-host/bundle`, root's; its `postinstall` runs
+`/Library/Application Support/pedelec-native-host/<version>`, root's; its `postinstall` runs
 as root and registers it with the bundle's own `install --scope system --browser all`:
 0644 manifests in the browsers' system folders (`/Library/Google/Chrome/
 NativeMessagingHosts`, `/Library/Application Support/Chromium/NativeMessagingHosts`,
 `/Library/Microsoft/Edge/NativeMessagingHosts`, ...: the locations table's system rows),
 which `install` refuses to do for a bundle anyone but root could change. Its install
-record goes beside the bundle, where its `uninstall` finds it. It has a receipt of its
-own (`cc.isaaclin.pedelec.native-host.system`), so each package upgrades and is
-forgotten on its own, and both can be installed at once.
+record goes beside the version folders, where its `uninstall` finds it. Its receipts
+have names of their own (`cc.isaaclin.pedelec.native-host.system.<version>`), so each
+package is installed and forgotten on its own, and both can be installed at once.
 """
 
 from __future__ import annotations
@@ -45,16 +54,15 @@ from dataclasses import dataclass
 from xml.sax.saxutils import escape, quoteattr
 
 IDENTIFIER = "cc.isaaclin.pedelec.native-host"
-"""The component package's identifier: its receipt's name (`pkgutil --pkgs`)."""
+"""The per-user component packages' identifiers start with this; each version adds its
+own."""
 TITLE = "Pedelec native messaging host"
 PKG_NAME = "pedelec-native-host-{version}.pkg"
 COMPONENT_NAME = "pedelec-native-host-component.pkg"
 """The `pkgbuild` output `productbuild` wraps (kept out of the release folder)."""
 HOME_PREFIX = "Library/Application Support/pedelec-native-host"
-"""Under the home: the host's folder (its config and state live there too)."""
-BUNDLE_FOLDER = "bundle"
-INSTALL_LOCATION = f"/{HOME_PREFIX}/{BUNDLE_FOLDER}"
-"""pkgbuild's `--install-location`; in a home install it is taken inside the home."""
+"""Under the home (or the system volume): the host's folder (its config and state live
+there too), and the root of its version folders."""
 EXECUTABLE = "pedelec-native-host"
 ARCHITECTURES = {"arm64": "arm64", "x86_64": "x86_64"}
 """`platform.machine()` -> Installer's `hostArchitectures` word: the bundle is built for
@@ -70,7 +78,8 @@ class PkgScope:
     """What the per-user and the system package do differently."""
 
     identifier: str
-    """The component package's identifier: its receipt's name (`pkgutil --pkgs`)."""
+    """What the component package's identifier starts with (`identifier` adds the
+    version)."""
     pkg_name: str
     component_name: str
     """The `pkgbuild` output `productbuild` wraps (kept out of the release folder)."""
@@ -82,7 +91,8 @@ class PkgScope:
 
 POSTINSTALL = """#!/bin/sh
 # pedelec-native-host's postinstall (packaging/macos/pkg_plan.py): registers the bundle
-# just installed with every macOS browser of the locations table, by its own `install`.
+# just installed with every macOS browser of the locations table, by its own `install`
+# (which also retires the older versions' folders: they go once no host runs from them).
 # Installer passes: $1 the package, $2 where the payload went (in a home install,
 # <home>/{prefix}/{folder}), $3 the target (there, the home). Should $2 come
 # without the home, it is taken under $3.
@@ -112,7 +122,8 @@ exec "$destination/{executable}" install --browser all
 SYSTEM_POSTINSTALL = """#!/bin/sh
 # pedelec-native-host's system postinstall (packaging/macos/pkg_plan.py): registers the
 # bundle just installed for every user, in the system folders of every macOS browser of
-# the locations table, by its own `install --scope system`. Installer runs it as root and
+# the locations table, by its own `install --scope system` (which also retires the older
+# versions' folders: they go once no host runs from them). Installer runs it as root and
 # passes: $1 the package, $2 where the payload went (under the target, the folder
 # "{prefix}/{folder}"), $3 the target volume ("/").
 set -u
@@ -127,7 +138,7 @@ if [ "$(id -u)" != 0 ]; then
         "install it as an administrator (sudo installer -pkg <package> -target /)" >&2
     exit 1
 fi
-# The install record beside the bundle: `uninstall` run with the same folder finds it.
+# The install record beside the version folders: `uninstall` run with it finds it.
 PEDELEC_NATIVE_HOST_STATE_DIR="${{3%/}}/{prefix}"
 export PEDELEC_NATIVE_HOST_STATE_DIR
 exec "$destination/{executable}" install --scope system --browser all
@@ -147,6 +158,19 @@ SCOPES = (USER, SYSTEM)
 
 def pkg_name(version: str, scope: PkgScope = USER) -> str:
     return scope.pkg_name.format(version=version)
+
+
+def identifier(version: str, scope: PkgScope = USER) -> str:
+    """The component package's identifier, its receipt's name (`pkgutil --pkgs`)."""
+    return f"{scope.identifier}.{version}"
+
+
+def install_location(version: str) -> str:
+    """pkgbuild's `--install-location`: the version's own folder (in a home install it is
+    taken inside the home)."""
+    if not version or "/" in version or version in (".", ".."):
+        raise PlanError(f"no folder can be named for version {version!r}")
+    return f"/{HOME_PREFIX}/{version}"
 
 
 def host_architecture(machine: str) -> str:
@@ -171,18 +195,19 @@ def distribution_xml(version: str, machine: str, scope: PkgScope = USER) -> str:
         <line choice="default"/>
     </choices-outline>
     <choice id="default" visible="false">
-        <pkg-ref id={quoteattr(scope.identifier)}/>
+        <pkg-ref id={quoteattr(identifier(version, scope))}/>
     </choice>
-    <pkg-ref id={quoteattr(scope.identifier)} version={quoteattr(version)}
+    <pkg-ref id={quoteattr(identifier(version, scope))} version={quoteattr(version)}
              onConclusion="none">{component}</pkg-ref>
 </installer-gui-script>
 """
 
 
-def postinstall_script(scope: PkgScope = USER) -> str:
-    """The component's `postinstall` (POSIX sh: macOS's /bin/sh, and dash where the tests
-    run it)."""
-    return scope.postinstall.format(prefix=HOME_PREFIX, folder=BUNDLE_FOLDER, executable=EXECUTABLE)
+def postinstall_script(version: str, scope: PkgScope = USER) -> str:
+    """The component's `postinstall` for `version` (POSIX sh: macOS's /bin/sh, and dash
+    where the tests run it)."""
+    folder = install_location(version).rsplit("/", 1)[1]
+    return scope.postinstall.format(prefix=HOME_PREFIX, folder=folder, executable=EXECUTABLE)
 
 
 COMPONENT_SETTINGS = {

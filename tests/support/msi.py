@@ -21,6 +21,7 @@ import pytest
 from native_host import HOST_NAME
 from tests.support.checkout import REPO
 from tests.support.packaging_scripts import windows_module
+from tests.support.variant import build_newer, newer_version
 from tests.support.wine import LANE, run_code, windows_path, wine_environment
 
 DIST = REPO / "dist" / "windows"
@@ -271,52 +272,23 @@ else:
     run_code(script)
 
 
-def newer_version(version: str) -> str:
-    """`X.Y.Z` -> `X.Y.(Z+1)`."""
-    major, minor, build = (int(part) for part in version.split("."))
-    return f"{major}.{minor}.{build + 1}"
-
-
 def newer_msi(scope: str = PER_USER) -> Path:
-    """The `scope` MSI in NEWER_DIST of this tree's version plus one, built (both MSIs)
-    when it is not there."""
-    from native_host import __version__
-
-    wanted = package_scope(scope).msi_name.format(version=newer_version(__version__))
+    """The `scope` MSI in NEWER_DIST of this tree's version plus one, its internals
+    different (tests/support/variant.py), built (both MSIs) when it is not there."""
+    wanted = package_scope(scope).msi_name.format(version=newer_version())
     if not (NEWER_DIST / wanted).is_file():
         build_newer_msi()
     return NEWER_DIST / wanted
 
 
 def build_newer_msi() -> Path:
-    """This tree with its version raised by one (pyproject.toml and native_host), built by
-    packaging/windows/build.py into NEWER_DIST."""
-    import re
+    """This tree with its version raised by one and its internals changed
+    (tests/support/variant.py), built by packaging/windows/build.py into NEWER_DIST."""
     import shutil
-    import sys
 
-    from native_host import __version__
-    from tests.support.checkout import fresh_checkout
-
-    source = REPO / "build" / "windows-newer-source"
-    shutil.rmtree(source, ignore_errors=True)
-    fresh_checkout(source)
-    newer = newer_version(__version__)
-    for name, key in (("pyproject.toml", "version"), ("native_host/__init__.py", "__version__")):
-        path = source / name
-        text, count = re.subn(rf'^{key} = "[^"]+"', f'{key} = "{newer}"', path.read_text(),
-                              count=1, flags=re.M)  # fmt: skip
-        assert count == 1, f"no {key} line in {name}"
-        path.write_text(text)
-    done = subprocess.run(
-        [sys.executable, str(source / "packaging" / "windows" / "build.py"), "--out",
-         str(NEWER_DIST), "--work", str(REPO / "build" / "windows-build-newer")],
-        capture_output=True, text=True, timeout=1800, check=False,
-    )  # fmt: skip
-    shutil.rmtree(source, ignore_errors=True)
-    if done.returncode != 0:
-        raise RuntimeError(f"the newer MSI was not built:\n{done.stdout}{done.stderr}")
-    msi = NEWER_DIST / package_scope(PER_USER).msi_name.format(version=newer)
+    shutil.rmtree(NEWER_DIST, ignore_errors=True)
+    build_newer("msi", NEWER_DIST, REPO / "build" / "windows-build-newer")
+    msi = NEWER_DIST / package_scope(PER_USER).msi_name.format(version=newer_version())
     assert msi.is_file(), f"no {msi.name} in {NEWER_DIST}"
     return msi
 

@@ -73,3 +73,47 @@ def incompatible_checkout(dest: Path, version: str | None = None) -> str:
     newer = version or newer_version()
     make_incompatible(dest, newer)
     return newer
+
+
+def build_newer(kind: str, out: Path, work: Path) -> list[Path]:
+    """The newer, internally different build of `kind` (`tarball`: the Linux release
+    tarball; `msi`: the Windows MSIs, per-user and per-machine), built by that tree's own
+    build script into `out`; returns its artifacts, by name."""
+    import subprocess
+    import sys
+
+    scripts = {"tarball": "packaging/linux/build.py", "msi": "packaging/windows/build.py"}
+    source = work / "source"
+    newer = incompatible_checkout(source)
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(source / scripts[kind]),
+            "--out",
+            str(out),
+            "--work",
+            str(work / "build"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        check=False,
+    )
+    shutil.rmtree(source, ignore_errors=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"the newer {kind} was not built:\n{done.stdout}{done.stderr}")
+    suffix = {"tarball": ".tar.gz", "msi": ".msi"}[kind]
+    artifacts = sorted(p for p in out.iterdir() if p.name.endswith(suffix) and f"-{newer}" in p.name)
+    assert artifacts, f"no {newer} {suffix} in {out}"
+    return artifacts
+
+
+if __name__ == "__main__":
+    import argparse
+
+    parser = argparse.ArgumentParser(description="build the newer, internally different build")
+    parser.add_argument("kind", choices=["tarball", "msi"])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--work", type=Path, required=True)
+    arguments = parser.parse_args()
+    print(*build_newer(arguments.kind, arguments.out, arguments.work), sep="\n")
