@@ -253,7 +253,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 ["wine", str(LANE.python), "-c", "import os; print(os.environ['USERPROFILE'])"],
                 capture_output=True, text=True, env=env, stdin=subprocess.PIPE, check=True,
             ).stdout.strip()  # fmt: skip
-            executable = f"{msi.install_dir(profile)}\\pedelec-native-host.exe"
+            executable = f"{msi.version_dir(msi.install_dir(profile))}\\pedelec-native-host.exe"
             rows = measure(variants(root, executable, args.pyinstaller), env, runs)
         finally:
             subprocess.run(["wineserver", "-k"], env=env, check=False)

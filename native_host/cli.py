@@ -30,6 +30,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "origins": ("native_host.origins_cli", "show or change the origin policy"),
     "install": ("native_host.install.cli", "register the host with installed browsers"),
     "uninstall": ("native_host.install.cli", "remove what `install` wrote"),
+    "tidy": ("native_host.install.cli", "remove older versions no host runs from any more"),
     "doctor": ("native_host.install.doctor", "explain what stops the host from working"),
 }
 VERSION_WORDS = ("version", "-V", "--version")

@@ -65,10 +65,12 @@ def set_current(root: str, name: str) -> None:
 
 
 def is_version_folder(path: str) -> bool:
-    """A folder holding a bundle: its start image and its executable."""
-    if os.path.islink(path) or not os.path.isfile(os.path.join(path, startimage.IMAGE_NAME)):
+    """A folder holding a bundle: its start image or its executable (what a removal that
+    Windows stopped half way, at files a host still ran from, leaves is one too)."""
+    if os.path.islink(path) or not os.path.isdir(path):
         return False
-    return any(os.path.isfile(os.path.join(path, name)) for name in EXECUTABLES)
+    held = (startimage.IMAGE_NAME, *EXECUTABLES)
+    return any(os.path.isfile(os.path.join(path, name)) for name in held)
 
 
 def retired_folders(root: str) -> list[str]:

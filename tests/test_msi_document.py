@@ -16,7 +16,7 @@ pytestmark = pytest.mark.unit
 msi_document = windows_module("msi_document")
 build = windows_module("build")
 WIX = "{http://schemas.microsoft.com/wix/2006/wi}"
-FILES = [
+BUNDLE = [
     "pedelec-native-host.exe",
     "cc.isaaclin.pedelec.json",
     "site-packages/native_host/relay.py",
@@ -25,16 +25,31 @@ FILES = [
 ]
 
 
+def installed(version: str = "1.2.3") -> list[str]:
+    """What the package installs: the bundle in its version's folder, and `current`."""
+    return ["current", *(f"{version}/{name}" for name in BUNDLE)]
+
+
+FILES = installed()
+
+
 def product_at(version: str) -> Any:
-    """The package's product at `version` (a `msi_document.Product`)."""
-    return msi_document.Product(version, "cc.isaaclin.pedelec.json", "pedelec-native-host.exe")
+    """The package's product at `version` (a `msi_document.Product`): its bundle in the
+    version's folder."""
+    return msi_document.Product(
+        version,
+        f"{version}/cc.isaaclin.pedelec.json",
+        f"{version}/pedelec-native-host.exe",
+        version,
+    )
 
 
-def parsed(compiler: str = "wixl", files: list[str] | None = None) -> ElementTree.Element:
-    product = product_at("1.2.3")
+def parsed(
+    compiler: str = "wixl", files: list[str] | None = None, version: str = "1.2.3"
+) -> ElementTree.Element:
     text = msi_document.document(
-        product, files or FILES, "pedelec-native-host", build.host_keys(),
-        build.desktop_registration(), compiler,
+        product_at(version), files or installed(version), "pedelec-native-host-msi",
+        build.host_keys(), build.desktop_registration(), compiler,
     )  # fmt: skip
     return ElementTree.fromstring(text)
 
@@ -56,7 +71,7 @@ def test_every_folder_is_one_component_keyed_on_an_hkcu_value_that_removes_it() 
     # menu's (each removed only when empty).
     assert len(removing) == len(msi_document.folders(FILES)) + 2
     files = [f.get("Source") for f in elements(root, "File")]
-    assert sorted(files) == sorted(f"pedelec-native-host/{name}" for name in FILES)
+    assert sorted(files) == sorted(f"pedelec-native-host-msi/{name}" for name in FILES)
 
 
 def test_identifiers_are_unique_in_each_table_and_fit_its_column() -> None:
@@ -67,14 +82,51 @@ def test_identifiers_are_unique_in_each_table_and_fit_its_column() -> None:
         assert all(0 < len(i) <= 72 for i in ids), max(ids, key=len)
 
 
-def test_component_guids_stay_the_same_from_one_version_to_the_next() -> None:
-    """A component is the same component in every version: the same GUID."""
+def test_each_version_has_its_own_components_and_shares_the_others() -> None:
+    """The install folder's own component and the keys' are the same in every version (the
+    same GUID); a version folder's are that version's alone (another folder, other
+    files), and permanent: a newer package never removes them (issue 30)."""
     first = {c.get("Id"): c.get("Guid") for c in elements(parsed(), "Component")}
-    product = product_at("1.2.4")
-    later = ElementTree.fromstring(msi_document.document(
-        product, FILES, "elsewhere", build.host_keys(), build.desktop_registration()))  # fmt: skip
-    assert first == {c.get("Id"): c.get("Guid") for c in elements(later, "Component")}
+    later = {c.get("Id"): c.get("Guid") for c in elements(parsed(version="1.2.4"), "Component")}
+    shared = first.keys() & later.keys()
+    assert {"Bundle", "UserProgramsFolder"} <= shared
+    assert all(first[c] == later[c] for c in shared)
+    assert all(not c.startswith("c_1.2.") for c in shared)
     assert len(set(first.values())) == len(first)
+    assert len(set(first.values()) | set(later.values())) == len(first.keys() | later.keys())
+
+
+@pytest.mark.parametrize("compiler", ["wixl", "wix3"])
+def test_the_versions_folder_is_permanent_and_nothing_else(compiler: str) -> None:
+    components = {c.get("Id"): c for c in elements(parsed(compiler), "Component")}
+    permanent = msi_document.permanent_components(product_at("1.2.3"), FILES)
+    assert sorted(permanent) == sorted(c for c in components if c.startswith("c_1.2.3"))
+    assert "Bundle" not in permanent and len(permanent) == 7  # its 7 folders
+    marked = {c for c, e in components.items() if e.get("Permanent") == "yes"}
+    # WiX 3 takes the attribute; wixl does not, and build.py sets the bit in its output.
+    assert marked == (set(permanent) if compiler == "wix3" else set())
+
+
+def test_restart_manager_never_closes_a_host_and_uninstalling_removes_every_version() -> None:
+    root = parsed()
+    properties = {p.get("Id"): p.get("Value") for p in elements(root, "Property")}
+    assert properties["MSIRESTARTMANAGERCONTROL"] == "Disable"
+    actions = {a.get("Id"): a for a in elements(root, "CustomAction")}
+    removal = actions["RemoveVersions"]
+    assert removal.get("Execute") == "deferred" and removal.get("Return") == "ignore"
+    assert removal.get("ExeCommand") == msi_document.versions_removal_command(
+        "[INSTALLDIR]", msi_document.PER_USER
+    )
+    assert 'rmdir /s /q "[INSTALLDIR]"' in removal.get("ExeCommand", "")
+    scheduled = {c.get("Action"): c for c in elements(root, "Custom")}
+    for name in ("SetRemovalShell", "RemoveVersions"):
+        assert scheduled[name].text == msi_document.FINAL_REMOVAL
+    assert "NOT PEDELEC_UPGRADING" in msi_document.FINAL_REMOVAL
+    # After RemoveFiles (3500), before InstallFinalize (6600): inside the script.
+    sequence = [
+        int(scheduled[n].get("Sequence", "0")) for n in ("SetRemovalShell", "RemoveVersions")
+    ]
+    assert 3500 < sequence[0] < sequence[1] < 6600
 
 
 def test_the_keys_of_the_locations_table_name_the_manifest_beside_the_executable() -> None:
@@ -88,13 +140,15 @@ def test_the_keys_of_the_locations_table_name_the_manifest_beside_the_executable
         "Software\\Chromium\\NativeMessagingHosts\\cc.isaaclin.pedelec",
         "Software\\Microsoft\\Edge\\NativeMessagingHosts\\cc.isaaclin.pedelec",
     }
-    assert {v.get("Value") for v in values} == {"[INSTALLDIR]cc.isaaclin.pedelec.json"}
+    assert {v.get("Value") for v in values} == {"[INSTALLDIR]1.2.3\\cc.isaaclin.pedelec.json"}
     assert all(v.get("Root") == "HKCU" and v.get("Name") is None for v in values)
 
 
 def test_the_install_folder_is_remembered_and_found_again() -> None:
     root = parsed()
-    (search,) = elements(root, "RegistrySearch")
+    (search,) = [
+        s for s in elements(root, "RegistrySearch") if s.get("Id") == "RememberedInstallDir"
+    ]
     remembered = [v for v in elements(root, "RegistryValue")
                   if v.get("Name") == msi_document.REMEMBERED_FOLDER]  # fmt: skip
     assert len(remembered) == 1 and remembered[0].get("Value") == "[INSTALLDIR]"
@@ -102,18 +156,40 @@ def test_the_install_folder_is_remembered_and_found_again() -> None:
         remembered[0].get("Key"), remembered[0].get("Name"))  # fmt: skip
 
 
-@pytest.mark.parametrize(("compiler", "schedules_it"), [("wixl", True), ("wix3", False)])
-def test_the_older_package_is_removed_before_the_newer_is_installed(
-    compiler: str, schedules_it: bool
+@pytest.mark.parametrize("compiler", ["wixl", "wix3"])
+def test_an_upgrade_is_marked_then_the_older_package_removed_before_the_newer_installs(
+    compiler: str,
 ) -> None:
+    """The older package's removal must not take the install folder or the Desktop's key
+    with it: Wine's msiexec does not tell it `UPGRADINGPRODUCTCODE`, so the newer package
+    marks the upgrade in its key first (an immediate action: before the older one goes),
+    and takes the mark away in its script."""
     root = parsed(compiler)
-    assert root.find(f"{WIX}Product/{WIX}MajorUpgrade") is not None
-    scheduled = elements(root, "RemoveExistingProducts")
-    assert [int(e.get("Sequence", "0")) for e in scheduled] == (
-        [msi_document.REMOVE_OLDER_AT] if schedules_it else []
-    )
-    # After InstallValidate (1400), before InstallInitialize (1500).
-    assert 1400 < msi_document.REMOVE_OLDER_AT < 1500
+    upgrade = root.find(f"{WIX}Product/{WIX}MajorUpgrade")
+    assert upgrade is not None
+    assert upgrade.get("Schedule") == {"wixl": None, "wix3": "afterInstallInitialize"}[compiler]
+    rows = [int(e.get("Sequence", "0")) for e in elements(root, "RemoveExistingProducts")]
+    assert rows == {"wixl": [1403], "wix3": []}[compiler]
+    actions = {a.get("Id"): a for a in elements(root, "CustomAction")}
+    mark, unmark = msi_document.upgrade_mark_commands(msi_document.PER_USER)
+    assert actions["MarkUpgrade"].get("ExeCommand") == mark
+    assert actions["MarkUpgrade"].get("Execute") == "immediate"
+    assert actions["UnmarkUpgrade"].get("ExeCommand") == unmark
+    assert actions["UnmarkUpgrade"].get("Execute") == "deferred"
+    reg = f'"{msi_document.REG}"'
+    key = f'"HKCU\\{msi_document.COMPONENTS_KEY}"'
+    assert f"{reg} add {key} /v Upgrading" in mark and f"{reg} delete {key}" in unmark
+    scheduled = {c.get("Action"): c for c in elements(root, "Custom")}
+    for name in ("SetMarkShell", "MarkUpgrade", "SetUnmarkShell", "UnmarkUpgrade"):
+        assert scheduled[name].text == "WIX_UPGRADE_DETECTED"
+    at = {name: int(scheduled[name].get("Sequence", "0")) for name in scheduled}
+    # After InstallValidate (1400), before the removal (1403 for wixl; WiX 3 puts it after
+    # InstallInitialize, 1500); the unmark after WriteRegistryValues (5000).
+    assert 1400 < at["SetMarkShell"] < at["MarkUpgrade"] < 1403
+    assert 5000 < at["SetUnmarkShell"] < at["UnmarkUpgrade"] < 6600
+    searched = {s.get("Name") for s in elements(root, "RegistrySearch")}
+    assert msi_document.UPGRADING in searched
+    assert msi_document.FINAL_REMOVAL.endswith("AND NOT PEDELEC_UPGRADING")
 
 
 def test_the_desktops_key_is_given_back_at_uninstall_only_and_inside_the_script() -> None:
@@ -132,7 +208,7 @@ def test_the_desktops_key_is_given_back_at_uninstall_only_and_inside_the_script(
     assert '"HKCU\\Software\\Google\\Chrome\\NativeMessagingHosts\\cc.isaaclin.pedelec"' in command
     scheduled = {c.get("Action"): c for c in elements(root, "Custom")}
     for name in ("SetRegistrationShell", "RestoreDesktopRegistration"):
-        assert scheduled[name].text == 'REMOVE="ALL" AND NOT UPGRADINGPRODUCTCODE'
+        assert scheduled[name].text == msi_document.FINAL_REMOVAL
     sequence = [int(scheduled[n].get("Sequence", "0"))
                 for n in ("SetRegistrationShell", "RestoreDesktopRegistration")]  # fmt: skip
     # After RemoveRegistryValues (2600), before RemoveFiles (3500): inside the script.
@@ -151,7 +227,7 @@ def test_the_installed_executable_checks_its_folder_before_any_key_names_it(
     actions = {a.get("Id"): a for a in elements(root, "CustomAction")}
     check = actions[msi_document.FOLDER_CHECK]
     (executable,) = [f for f in elements(root, "File") if f.get("Id") == check.get("FileKey")]
-    assert executable.get("Source") == "pedelec-native-host/pedelec-native-host.exe"
+    assert executable.get("Source") == "pedelec-native-host-msi/1.2.3/pedelec-native-host.exe"
     assert check.get("ExeCommand") == "--check-folder"
     assert (check.get("Execute"), check.get("Return"), check.get("Impersonate")) == (
         "deferred", "check", "yes")  # fmt: skip
@@ -163,8 +239,8 @@ def test_the_installed_executable_checks_its_folder_before_any_key_names_it(
 
 
 def test_a_bundle_without_its_executable_is_refused() -> None:
-    with pytest.raises(msi_document.PackageError, match=r"no pedelec-native-host\.exe"):
-        parsed(files=["cc.isaaclin.pedelec.json"])
+    with pytest.raises(msi_document.PackageError, match=r"no 1\.2\.3/pedelec-native-host\.exe"):
+        parsed(files=["current", "1.2.3/cc.isaaclin.pedelec.json"])
 
 
 @pytest.mark.parametrize("version", ["0.2.0rc1", "1.0", "256.0.0", "1.2.65536", "1.2.3.4", ""])
@@ -174,8 +250,8 @@ def test_a_version_windows_installer_cannot_compare_is_refused(version: str) -> 
 
 
 def test_a_bundle_without_its_manifest_is_refused() -> None:
-    with pytest.raises(msi_document.PackageError, match=r"no cc\.isaaclin\.pedelec\.json"):
-        parsed(files=["pedelec-native-host.exe"])
+    with pytest.raises(msi_document.PackageError, match=r"no 1\.2\.3/cc\.isaaclin\.pedelec\.json"):
+        parsed(files=["current", "1.2.3/pedelec-native-host.exe"])
 
 
 def test_the_product_and_package_codes_are_the_versions_own_in_every_build() -> None:
@@ -194,7 +270,7 @@ def test_the_product_and_package_codes_are_the_versions_own_in_every_build() -> 
 def machine_parsed(compiler: str = "wixl") -> ElementTree.Element:
     product = product_at("1.2.3")
     text = msi_document.document(
-        product, FILES, "pedelec-native-host", build.host_keys(msi_document.PER_MACHINE), None,
+        product, FILES, "pedelec-native-host-msi", build.host_keys(msi_document.PER_MACHINE), None,
         compiler, msi_document.PER_MACHINE,
     )  # fmt: skip
     return ElementTree.fromstring(text)
@@ -220,7 +296,10 @@ def test_the_per_machine_package_installs_into_program_files_and_asks_for_an_adm
     (program_files,) = [d for d in elements(root, "Directory") if install in list(d)]
     assert program_files.get("Id") == "ProgramFiles64Folder"
     actions = {a.get("Id") for a in elements(root, "CustomAction")}
-    assert actions == {msi_document.FOLDER_CHECK}, "the Desktop's HKCU key is not a machine's"
+    assert msi_document.FOLDER_CHECK in actions
+    assert not actions & {"SetRegistrationShell", "RestoreDesktopRegistration"}, (
+        "the Desktop's HKCU key is not a machine's"
+    )
 
 
 def test_the_per_machine_package_writes_hklm_only_and_shares_no_component() -> None:
@@ -235,10 +314,54 @@ def test_the_per_machine_package_writes_hklm_only_and_shares_no_component() -> N
         assert component.get("Win64") == "yes", component.get("Id")
         keys = [v for v in component.iter(WIX + "RegistryValue") if v.get("KeyPath") == "yes"]
         assert len(keys) == 1 and keys[0].get("Root") == "HKLM", component.get("Id")
-    (search,) = elements(root, "RegistrySearch")
-    assert (search.get("Root"), search.get("Win64")) == ("HKLM", "yes")
+    searches = elements(root, "RegistrySearch")
+    assert {(s.get("Root"), s.get("Win64")) for s in searches} == {("HKLM", "yes")}
     machine = {c.get("Guid") for c in elements(root, "Component")}
     assert machine.isdisjoint(c.get("Guid") for c in elements(parsed(), "Component"))
+
+
+@pytest.mark.parametrize("compiler", ["wixl", "wix3"])
+def test_the_per_machine_package_marks_its_upgrades_and_removes_its_versions_in_hklm(
+    compiler: str,
+) -> None:
+    """Its own key is HKLM's; the deferred actions that remove its folder in Program Files
+    and its key run as the installer's service (impersonated, without the elevation,
+    they could do neither), the immediate mark as the elevated installing user."""
+    root = machine_parsed(compiler)
+    actions = {a.get("Id"): a for a in elements(root, "CustomAction")}
+    scope = msi_document.PER_MACHINE
+    mark, unmark = msi_document.upgrade_mark_commands(scope)
+    assert f'"HKLM\\{msi_document.COMPONENTS_KEY}"' in mark
+    assert actions["MarkUpgrade"].get("ExeCommand") == mark
+    assert actions["UnmarkUpgrade"].get("ExeCommand") == unmark
+    removal = actions["RemoveVersions"].get("ExeCommand", "")
+    assert removal == msi_document.versions_removal_command("[INSTALLDIR]", scope)
+    assert f'delete "HKLM\\{msi_document.PACKAGE_KEY}" /f' in removal
+    for name in ("UnmarkUpgrade", "RemoveVersions"):
+        assert (actions[name].get("Execute"), actions[name].get("Impersonate")) == (
+            "deferred", "no")  # fmt: skip
+    components = {c.get("Id") for c in elements(root, "Component")}
+    permanent = msi_document.permanent_components(product_at("1.2.3"), FILES)
+    assert set(permanent) <= components and len(permanent) == 7
+
+
+@pytest.mark.parametrize("scope", ["per-user", "per-machine"])
+def test_the_installed_executable_tidies_older_versions_once_registered(scope: str) -> None:
+    """`tidy` (native_host/versions.py) after the keys name the new version, never at
+    removal, never failing the install; per machine as the installer's service, which
+    alone may remove a folder of Program Files."""
+    root = parsed() if scope == "per-user" else machine_parsed()
+    actions = {a.get("Id"): a for a in elements(root, "CustomAction")}
+    tidy = actions[msi_document.TIDY]
+    (executable,) = [f for f in elements(root, "File") if f.get("Id") == tidy.get("FileKey")]
+    assert executable.get("Source") == "pedelec-native-host-msi/1.2.3/pedelec-native-host.exe"
+    assert (tidy.get("ExeCommand"), tidy.get("Execute"), tidy.get("Return")) == (
+        "tidy", "deferred", "ignore")  # fmt: skip
+    assert tidy.get("Impersonate") == {"per-user": "yes", "per-machine": "no"}[scope]
+    row = {c.get("Action"): c for c in elements(root, "Custom")}[msi_document.TIDY]
+    assert row.text == 'NOT REMOVE~="ALL"'
+    # After WriteRegistryValues (5000), before InstallFinalize (6600).
+    assert 5000 < int(row.get("Sequence", "0")) < 6600
 
 
 def test_a_package_refuses_keys_of_the_other_scopes_hive() -> None:

@@ -227,7 +227,9 @@ def test_the_tarball_holds_the_bundle_in_its_version_folder_under_one_top_folder
     tmp_path: Path,
 ) -> None:
     bundle = fake_bundle(tmp_path / "dist")
-    tarball = linux_build.write_tarball(bundle, tmp_path / "out" / "x.tar.gz", 1_700_000_000, "0.1.0")
+    tarball = linux_build.write_tarball(
+        bundle, tmp_path / "out" / "x.tar.gz", 1_700_000_000, "0.1.0"
+    )
     assert sorted(p.name for p in tarball.parent.iterdir()) == ["x.tar.gz"]  # no .partial
     with tarfile.open(tarball) as archive:
         members = {m.name: m for m in archive.getmembers()}

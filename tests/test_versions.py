@@ -130,6 +130,59 @@ def test_install_moves_the_root_to_its_version_and_removes_older_ones_nobody_use
     assert sorted(p.name for p in root.iterdir()) == [__version__, "current", "notes.txt"]
 
 
+def tidy(executable: Path, frozen: bool = True) -> str:
+    """`tidy` as the bundle at `executable` runs it (what the MSIs run as they install)."""
+    out = io.StringIO()
+    ctx = installer.Environment(
+        platform=sys.platform, env={}, home=Path("/nonexistent"), executable=str(executable),
+        frozen=frozen, out=out,
+    )  # fmt: skip
+    installer.tidy(ctx)
+    return out.getvalue()
+
+
+def test_tidy_removes_older_versions_nobody_uses_and_registers_nothing(
+    tmp_path: Path, site: Path, holders: list[Holder]
+) -> None:
+    """The MSIs' step after their files are in (`current` is one of them): every older
+    version folder no host uses goes; one in use stays, named, for its last host."""
+    root = tmp_path / "Program Files" / "pedelec-native-host"
+    older, oldest = version_folder(root, "0.0.9", site), version_folder(root, "0.0.8", site)
+    current = version_folder(root, __version__, site)
+    versions.set_current(str(root), __version__)
+    holders.append(Holder(older, site))
+    said = tidy(current / "pedelec-native-host")
+    assert f"removed         {oldest} (version 0.0.8, no longer used)" in said
+    assert f"kept            {older} (hosts of version 0.0.9 run from it" in said
+    assert sorted(p.name for p in root.iterdir()) == ["0.0.9", __version__, "current"]
+    assert tidy(current / "pedelec-native-host").startswith("kept ")
+    assert holders[0].leave() == [str(older)]
+    assert tidy(current / "pedelec-native-host") == f"unchanged       {root} (no older version)\n"
+
+
+def test_tidy_never_removes_the_folder_it_runs_from(tmp_path: Path, site: Path) -> None:
+    """An older bundle's `tidy` after a newer one became current: its own folder is
+    retired, yet it runs from it, so it stays; the oldest goes, the current one stays."""
+    root = tmp_path / "pedelec-native-host"
+    older, oldest = version_folder(root, "0.0.9", site), version_folder(root, "0.0.8", site)
+    version_folder(root, __version__, site)
+    versions.set_current(str(root), __version__)
+    said = tidy(older / "pedelec-native-host")
+    assert f"removed         {oldest}" in said and str(older) + " " not in said
+    assert sorted(p.name for p in root.iterdir()) == ["0.0.9", __version__, "current"]
+
+
+def test_tidy_outside_a_version_folder_changes_nothing(tmp_path: Path, site: Path) -> None:
+    """A launcher install (or a bundle extracted anywhere else): nothing is tidied."""
+    root = tmp_path / "pedelec-native-host"
+    version_folder(root, "0.0.9", site)
+    current = version_folder(root, __version__, site)
+    versions.set_current(str(root), __version__)
+    said = tidy(current / "pedelec-native-host", frozen=False)
+    assert said.startswith("unchanged ") and "not a bundle in a folder of its version" in said
+    assert (root / "0.0.9").is_dir()
+
+
 def test_a_version_that_is_still_current_is_never_removed(
     tmp_path: Path, site: Path, holders: list[Holder]
 ) -> None:

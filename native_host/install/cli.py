@@ -1,4 +1,5 @@
-"""`pedelec-native-host install|uninstall`: argv[0] is the word, the rest are options."""
+"""`pedelec-native-host install|uninstall|tidy`: argv[0] is the word, the rest are
+options."""
 
 from __future__ import annotations
 
@@ -140,12 +141,25 @@ def _uninstall_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _tidy_parser() -> argparse.ArgumentParser:
+    return Parser(
+        prog="pedelec-native-host tidy",
+        description="Remove the older versions installed beside this one that no host runs "
+        "from any more (the MSIs run it as they install).",
+    )
+
+
 def main(argv: Sequence[str], system_root: Path = Path("/")) -> int:
-    """Run `install` or `uninstall`: exit 2 on a usage error, 1 with one `error:` line on
-    any other problem. `system_root`: where the browsers' system folders are (tests)."""
+    """Run `install`, `uninstall` or `tidy`: exit 2 on a usage error, 1 with one `error:`
+    line on any other problem. `system_root`: where the browsers' system folders are
+    (tests)."""
     word, rest = argv[0], list(argv[1:])
     try:
         ctx = installer.default_environment(sys.stdout, system_root)
+        if word == "tidy":
+            _tidy_parser().parse_args(rest)
+            installer.tidy(ctx)
+            return 0
         if word == "uninstall":
             args = _uninstall_parser().parse_args(rest)
             uninstall.uninstall(ctx, dry_run=args.dry_run)

@@ -388,6 +388,28 @@ def _retire_old_versions(plan: Plan, ctx: Environment, say: Printer) -> None:
         versions.set_current(root, __version__)
         say("current", f"{folder} (in {os.path.join(root, versions.CURRENT)})")
         retired += versions.retired_folders(root)
+    _remove_retired(retired, say)
+
+
+def tidy(ctx: Environment) -> None:
+    """`tidy`: the older versions beside this frozen bundle's own version folder that no
+    host runs from any more, removed, and the others named; nothing registered. What the
+    MSIs run once their files are in: a per-machine install's hosts, run by users, cannot
+    remove a folder of Program Files as they exit."""
+    say = Printer(ctx.out, dry_run=False)
+    placed = versions.version_folder(ctx.executable) if ctx.frozen else None
+    if placed is None:
+        say("unchanged", f"{ctx.executable} (not a bundle in a folder of its version)")
+        return
+    root, own = placed
+    retired = [p for p in versions.retired_folders(root) if os.path.basename(p) != own]
+    if not retired:
+        say("unchanged", f"{root} (no older version)")
+    _remove_retired(retired, say)
+
+
+def _remove_retired(retired: list[str], say: Printer) -> None:
+    """Remove each retired version no host uses; say which went and which stay."""
     removed, used = versions.remove_unused(retired)
     for path in removed:
         say("removed", f"{path} (version {versions.retired_version(path)}, no longer used)")
@@ -433,4 +455,5 @@ __all__ = [
     "read_bytes",
     "render_manifest",
     "sha256",
+    "tidy",
 ]

@@ -18,7 +18,9 @@ wheel and its dependencies' win_amd64 wheels in `site-packages` (this package it
 host's entry point; the sealed start image of a relay start; the manifest naming the
 official extension, its `path` relative to itself. Then the MSIs (msi_document.py), with
 the registry keys of the locations table: HKCU's for the per-user package, HKLM's (what
-`install --scope system` writes) for the per-machine one.
+`install --scope system` writes) for the per-machine one. Both install the bundle into a
+folder of its version inside their install folder, beside `current` naming it
+(`msi_root`; issue 30: an upgrade never touches a running host's files).
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ import msi_document  # noqa: E402
 import msi_summary  # noqa: E402
 import steps  # noqa: E402 - packaging/release, shared by every release build
 
-from native_host import HOST_NAME, startimage  # noqa: E402
+from native_host import HOST_NAME, startimage, versions  # noqa: E402
 from native_host.install import locations  # noqa: E402
 from native_host.install.contents import render_manifest  # noqa: E402
 from native_host.install.locations import Scope  # noqa: E402
@@ -303,24 +305,39 @@ def bundle_files(bundle: Path) -> list[str]:
                   if p.is_file())  # fmt: skip
 
 
+def msi_root(out: Path, bundle: Path, version: str) -> Path:
+    """What the MSIs install into their install folder: the bundle in a folder of its
+    version, and `current` naming it (native_host/versions.py), in `out/<name>-msi`."""
+    root = out / f"{bundle.name}-msi"
+    shutil.rmtree(root, ignore_errors=True)
+    shutil.copytree(bundle, root / version)
+    (root / versions.CURRENT).write_bytes(f"{version}\n".encode())
+    return root
+
+
 def package(
-    tools: Tools, out: Path, bundle: Path, version: str, scope: msi_document.PackageScope
+    tools: Tools, out: Path, root: Path, version: str, scope: msi_document.PackageScope
 ) -> Path:
-    """The `scope` MSI of the bundle in `out/<bundle name>`, compiled in `out`."""
-    product = msi_document.Product(msi_document.msi_version(version), MANIFEST, EXECUTABLE)
+    """The `scope` MSI of the install folder's contents in `out/<root name>`
+    (`msi_root`), compiled in `out`."""
+    product = msi_document.Product(
+        msi_document.msi_version(version), f"{version}/{MANIFEST}", f"{version}/{EXECUTABLE}",
+        version_folder=version,
+    )  # fmt: skip
+    files = bundle_files(root)
     desktop = desktop_registration() if scope is msi_document.PER_USER else None
     source = msi_document.document(
-        product, bundle_files(bundle), bundle.name, host_keys(scope), desktop, tools.msi,
-        scope,
+        product, files, root.name, host_keys(scope), desktop, tools.msi, scope,
     )  # fmt: skip
     wxs = out / f"pedelec-native-host-{scope.name}.wxs"
     wxs.write_text(source, encoding="utf-8")
     msi = out / scope.msi_name.format(version=version)
     # The cabinet inside the MSI records each file's time; neither wixl nor light takes
     # SOURCE_DATE_EPOCH.
-    archives.date_tree(bundle, int(os.environ["SOURCE_DATE_EPOCH"]))
+    archives.date_tree(root, int(os.environ["SOURCE_DATE_EPOCH"]))
     if tools.msi == "wixl":
         steps.run(["wixl", "-a", "x64", "-o", msi.name, wxs.name], cwd=out)
+        make_permanent(msi, msi_document.permanent_components(product, files))
     else:
         wix = Path(os.environ.get("WIX", "")) / "bin"
         if not (wix / "candle.exe").is_file():
@@ -335,6 +352,29 @@ def package(
     return msi
 
 
+PERMANENT_BIT = 0x10
+"""msidbComponentAttributesPermanent."""
+
+
+def make_permanent(msi: Path, components: Sequence[str]) -> None:
+    """Set the permanent bit of these components in a package wixl wrote (it takes no
+    `Permanent` attribute), with msitools' own msiinfo and msibuild (before
+    msi_summary.normalise, which dates what msibuild saved)."""
+    table = steps.run(["msiinfo", "export", str(msi), "Component"])
+    rows = [line.split("\t") for line in table.splitlines()[3:] if line.strip()]
+    attributes = {row[0]: int(row[3]) for row in rows}
+    wanted = set(components)
+    if not wanted <= attributes.keys():
+        raise steps.BuildError(f"{msi.name} lacks components {sorted(wanted - attributes.keys())}")
+    queries = [
+        f"UPDATE `Component` SET `Attributes` = {attributes[c] | PERMANENT_BIT} "
+        f"WHERE `Component` = '{c}'"
+        for c in sorted(wanted)
+    ]
+    for query in queries:
+        steps.run(["msibuild", str(msi), "-q", query])
+
+
 def build(out: Path, work: Path) -> Path:
     """The bundle and the MSIs, built in `work` (its downloads, Wine prefix and staging
     kept for the next build); returns the per-user MSI's path (the per-machine one is
@@ -342,11 +382,11 @@ def build(out: Path, work: Path) -> Path:
     tools = TOOLS.get(sys.platform)
     if tools is None:
         raise steps.BuildError(f"no Windows build on {sys.platform} (Linux under Wine, or Windows)")
-    linux_only = ["wixl", "osslsigncode"] if tools.msi == "wixl" else []
+    linux_only = ["wixl", "msiinfo", "msibuild", "osslsigncode"] if tools.msi == "wixl" else []
     for program in (*tools.windows[:1], tools.compiler, *linux_only):
         if shutil.which(program) is None:
             raise steps.BuildError(f"{program} not found (Debian: apt-get install wine wine64 "
-                             "gcc-mingw-w64-x86-64 wixl osslsigncode)")  # fmt: skip
+                             "gcc-mingw-w64-x86-64 wixl msitools osslsigncode)")  # fmt: skip
     work.mkdir(parents=True, exist_ok=True)
     started = step("this tree, and what every step runs with (SOURCE_DATE_EPOCH: its commit)")
     source = copy_source(work / "source")
@@ -378,10 +418,11 @@ def build(out: Path, work: Path) -> Path:
     bundle = out / "pedelec-native-host"
     shutil.rmtree(bundle, ignore_errors=True)
     shutil.copytree(stage, bundle)
+    root = msi_root(out, bundle, version)
     msis = []
     for scope in msi_document.SCOPES:
         step(f"the {scope.name} MSI ({tools.msi})")
-        msi = package(tools, out, bundle, version, scope)
+        msi = package(tools, out, root, version, scope)
         size = msi.stat().st_size / 1_048_576
         print(f"-- wrote {msi} ({size:.1f} MiB) in {time.monotonic() - started:.0f} s", flush=True)
         msis.append(msi)

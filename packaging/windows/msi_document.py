@@ -29,10 +29,28 @@ Two packages come from one bundle, their differences a table (`PackageScope`:
   the manifest beside the executable: the caller passes the keys from the locations table
   (`native_host.install.locations`), so the MSI registers exactly where `install` would.
 - **Upgrades.** A fixed `UPGRADE_CODE` and `MajorUpgrade`: a newer package removes the
-  older one first, right after `InstallValidate` (no second entry in Installed apps, and
+  older one first, before its own files go in (no second entry in Installed apps, and
   no stale file: removed after the new one is installed, the older package would leave
   the files of every component the two share), and an older one refuses to replace a
   newer one.
+- **Upgrades under running hosts, without a prompt or a reboot** (issue 30; both
+  packages). Each version lives in a folder of its own, `INSTALLDIR\\<version>`, whose
+  components are permanent (`permanent_components`): the removal of the older package,
+  which runs while hosts of that version may still serve a browser, touches none of their
+  files. Windows Installer therefore finds no file in use: no FilesInUse or Restart
+  Manager dialog, nothing closed (`MSIRESTARTMANAGERCONTROL` is `Disable` all the same,
+  so Restart Manager never shuts a host down), no file scheduled for a reboot. The
+  registration and `INSTALLDIR\\current` (native_host/versions.py) name the new folder at
+  once; the older folder is removed by the installed executable's `tidy` when no host
+  runs from it (`tidy_older_versions`), else by its last host as it exits (per user;
+  per machine, its users' hosts cannot remove a folder of Program Files: the next
+  install's `tidy` does), and uninstalling removes the whole folder and the package's
+  key (`versions_removal`; a file still in use then stays until it is not). That
+  removal, and the Desktop's key given back, must not run when an upgrade removes the
+  older package: Windows Installer says so with `UPGRADINGPRODUCTCODE`, which Wine's
+  msiexec does not set there, so the newer package also marks its upgrade in its own
+  key (`upgrade_mark`) before the older one is removed, and takes the mark away in its
+  script.
 - **Pedelec Desktop's registration** (per user only: the Desktop writes HKCU, which a
   per-machine install leaves alone). The Desktop points the HKCU Chrome key at its own
   host at every foreground start (spec 5.1). Installing takes the keys over, as `install`
@@ -83,6 +101,8 @@ INSTALL_FOLDER = "pedelec-native-host"
 COMPONENTS_KEY = r"Software\pedelec-native-host\Installer"
 """The package's own key, in its scope's hive: one value per component (its key path),
 and the install folder it remembers."""
+PACKAGE_KEY = COMPONENTS_KEY.rsplit("\\", 1)[0]
+"""The key `COMPONENTS_KEY` is in, the package's alone: uninstalling removes it whole."""
 REMEMBERED_FOLDER = "InstallDir"
 """The value under `COMPONENTS_KEY` that keeps INSTALLDIR. Windows Installer keeps no
 property given on the command line, and a component keyed on a registry value tells it
@@ -91,12 +111,30 @@ installed with `INSTALLDIR=...` would look for its files in the default folder a
 them where they are."""
 _GUID_NAMESPACE = uuid.UUID("a3a9b0c6-0f57-4b6f-8f0a-4f7e2b9d3c15")
 """Component GUIDs are uuid5(this, the component's role): the same in every version."""
-REMOVE_OLDER_FIRST = {"wixl": True, "wix3": False}
-"""Whether the document schedules `RemoveExistingProducts` itself: wixl's MajorUpgrade
-leaves it after InstallFinalize; WiX 3's schedules it after InstallValidate (its default
-`Schedule`) and refuses a second scheduling."""
-REMOVE_OLDER_AT = 1401
-"""Right after InstallValidate (1400), before InstallInitialize (1500)."""
+REMOVE_OLDER_AFTER = {"wixl": "", "wix3": ' Schedule="afterInstallInitialize"'}
+"""Where `RemoveExistingProducts` goes: after the upgrade is marked (`MARK_AT`), before
+the newer package's files go in. WiX 3 is told in `MajorUpgrade`; wixl, whose
+MajorUpgrade takes no `Schedule` and leaves the action after InstallFinalize, gets the
+row itself (`REMOVE_OLDER_AT`)."""
+REMOVE_OLDER_AT = {"wixl": 1403, "wix3": None}
+"""After InstallValidate (1400) and the mark (`MARK_AT`), before InstallInitialize (1500)."""
+UPGRADING = "Upgrading"
+"""The value under `COMPONENTS_KEY` that says a newer package is replacing this one."""
+MARK_AT = (1401, 1402)
+"""Setting the shell's path, then the mark: immediate, right after InstallValidate
+(1400), before the older package is removed."""
+UNMARK_AT = (5001, 5002)
+"""The mark taken away: after WriteRegistryValues (5000), inside the script."""
+FINAL_REMOVAL = 'REMOVE="ALL" AND NOT UPGRADINGPRODUCTCODE AND NOT PEDELEC_UPGRADING'
+"""The package is being removed for good, not replaced by a newer one: what the uninstall
+custom actions run on."""
+UPGRADE_DETECTED = "WIX_UPGRADE_DETECTED"
+"""The property `MajorUpgrade` sets when an older version is installed."""
+PERMANENT = ' Permanent="yes"'
+"""A component Windows Installer never removes (WiX 3's attribute; see
+`permanent_components` for wixl)."""
+REMOVE_VERSIONS_AT = (3501, 3502)
+"""The install folder's removal at uninstall: after RemoveFiles (3500), inside the script."""
 RESTORE_AT = (2601, 2602)
 """Setting the shell's path, then the deferred restore: after RemoveRegistryValues
 (2600), before RemoveFiles (3500), inside the script (a deferred action outside
@@ -162,9 +200,13 @@ class Product:
     version: str
     """Windows Installer's `major.minor.build` (at most 255.255.65535)."""
     manifest: str
-    """The manifest's file name, in the install folder."""
+    """The manifest's path in the install folder (`/`-separated)."""
     executable: str
-    """The bundle's executable (its path in the bundle), which checks its own folder."""
+    """The bundle's executable (its path in the install folder), which checks its own
+    folder."""
+    version_folder: str = ""
+    """The folder of this version's bundle in the install folder, whose components are
+    permanent; empty for a package without one."""
 
 
 @dataclass(frozen=True)
@@ -280,9 +322,10 @@ def folder_check(executable: str) -> tuple[list[str], list[str]]:
 
 def check_command(executable: str) -> str:
     """The arguments of `cmd.exe` that open a window titled after the package, run the
-    host's `doctor` in the install folder and keep the prompt open there (`/k`), so
-    `pedelec-native-host install --extension-id ID` runs by name next."""
-    exe = f'"[INSTALLDIR]{executable}"'
+    host's `doctor` and keep the prompt open (`/k`; the Start-menu entry's in the
+    executable's folder, so `pedelec-native-host install --extension-id ID` runs by name
+    next)."""
+    exe = '"[INSTALLDIR]' + executable.replace("/", "\\") + '"'
     return f'/d /s /k "title {WINDOW_TITLE}& {exe} doctor"'
 
 
@@ -312,7 +355,7 @@ def first_contact(executable: str, indent: str, scope: PackageScope) -> FirstCon
         f'{inner}  <Shortcut Id="CheckShortcut" Name={quoteattr(START_MENU_ENTRY)} '
         f'Description="Check that browsers can start the Pedelec native messaging host" '
         f'Target="[System64Folder]cmd.exe" Arguments={arguments} '
-        f'WorkingDirectory="INSTALLDIR" />',
+        f"WorkingDirectory={quoteattr(_directory_id(_parent(executable)))} />",
         f'{inner}  <RemoveFolder Id="RemoveProgramMenuFolder" On="uninstall" />',
         f"{inner}</Component>",
         f"{indent}</Directory>",
@@ -332,6 +375,133 @@ def first_contact(executable: str, indent: str, scope: PackageScope) -> FirstCon
         f"{condition}</Custom>",
     ]
     return FirstContact(directories, [component], actions, sequence)
+
+
+def versions_removal_command(installdir: str, scope: PackageScope) -> str:
+    """The arguments of `cmd.exe` that remove the install folder with every version in
+    it, and the package's own key (what permanent components leave): what uninstalling
+    does after Windows Installer's own removal."""
+    key = f"{scope.hive}\\{PACKAGE_KEY}"
+    return f'/d /s /c "rmdir /s /q "{installdir}" & "{REG}" delete "{key}" /f"'
+
+
+def upgrade_mark_commands(scope: PackageScope) -> tuple[str, str]:
+    """The arguments of `cmd.exe` that mark an upgrade in the package's key, and that take
+    the mark away."""
+    key = f"{scope.hive}\\{COMPONENTS_KEY}"
+    mark = f'/d /s /c ""{REG}" add "{key}" /v {UPGRADING} /t REG_SZ /d [ProductVersion] /f"'
+    unmark = f'/d /s /c ""{REG}" delete "{key}" /v {UPGRADING} /f"'
+    return mark, unmark
+
+
+def impersonated(scope: PackageScope) -> str:
+    """A deferred action's `Impersonate`: as the installing user for a per-user package;
+    as the installer's own service for a per-machine one, whose files and keys an
+    impersonated action, without the elevation, could not remove."""
+    return "no" if scope.needs_elevation else "yes"
+
+
+def upgrade_mark(scope: PackageScope) -> tuple[list[str], list[str]]:
+    """The custom actions that mark an upgrade before the older package is removed (an
+    immediate one: nothing of the script has run yet) and take the mark away in the
+    script, and their rows in InstallExecuteSequence. The older package's removal reads
+    the mark (`PEDELEC_UPGRADING`, `FINAL_REMOVAL`): Windows sets UPGRADINGPRODUCTCODE
+    there as well; Wine's msiexec does not."""
+    mark, unmark = upgrade_mark_commands(scope)
+    actions = [
+        '    <CustomAction Id="SetMarkShell" Property="PEDELEC_MARK_SHELL" '
+        'Value="[System64Folder]cmd.exe" />',
+        '    <CustomAction Id="MarkUpgrade" Property="PEDELEC_MARK_SHELL" '
+        f'ExeCommand={quoteattr(mark)} Execute="immediate" Return="ignore" />',
+        '    <CustomAction Id="SetUnmarkShell" Property="PEDELEC_UNMARK_SHELL" '
+        'Value="[System64Folder]cmd.exe" />',
+        '    <CustomAction Id="UnmarkUpgrade" Property="PEDELEC_UNMARK_SHELL" '
+        f'ExeCommand={quoteattr(unmark)} Execute="deferred" '
+        f'Impersonate="{impersonated(scope)}" Return="ignore" />',
+    ]
+    order = [
+        ("SetMarkShell", MARK_AT[0]),
+        ("MarkUpgrade", MARK_AT[1]),
+        ("SetUnmarkShell", UNMARK_AT[0]),
+        ("UnmarkUpgrade", UNMARK_AT[1]),
+    ]
+    rows = [
+        f'      <Custom Action="{action}" Sequence="{at}">{UPGRADE_DETECTED}</Custom>'
+        for action, at in order
+    ]
+    return actions, rows
+
+
+def versions_removal(scope: PackageScope) -> tuple[list[str], list[str]]:
+    """The custom actions that remove every version folder and the package's key when
+    the package is removed for good (`FINAL_REMOVAL`), and their rows."""
+    command = versions_removal_command("[INSTALLDIR]", scope)
+    uninstalling = _text(FINAL_REMOVAL)
+    actions = [
+        '    <CustomAction Id="SetRemovalShell" Property="PEDELEC_REMOVAL_SHELL" '
+        'Value="[System64Folder]cmd.exe" />',
+        '    <CustomAction Id="RemoveVersions" Property="PEDELEC_REMOVAL_SHELL" '
+        f'ExeCommand={quoteattr(command)} Execute="deferred" '
+        f'Impersonate="{impersonated(scope)}" Return="ignore" />',
+    ]
+    rows = [
+        f'      <Custom Action="SetRemovalShell" Sequence="{REMOVE_VERSIONS_AT[0]}">'
+        f"{uninstalling}</Custom>",
+        f'      <Custom Action="RemoveVersions" Sequence="{REMOVE_VERSIONS_AT[1]}">'
+        f"{uninstalling}</Custom>",
+    ]
+    return actions, rows
+
+
+TIDY = "RemoveUnusedVersions"
+TIDY_AT = 5003
+"""After WriteRegistryValues (5000) and the upgrade's unmark (`UNMARK_AT`), inside the
+script: the new version is registered by then."""
+TIDY_COMMAND = "tidy"
+
+
+def tidy_older_versions(executable: str, scope: PackageScope) -> tuple[list[str], list[str]]:
+    """The custom action that runs the installed executable's `tidy` (native_host/
+    versions.py): every older version folder no host runs from goes at once, and the others
+    when their last host exits, which a per-machine install's hosts, run by users, could
+    not do in Program Files; so it runs as the installer's service there. Never fails the
+    install: an older folder left is the worst it can come to."""
+    condition = _text('NOT REMOVE~="ALL"')
+    action = (
+        f"    <CustomAction Id={quoteattr(TIDY)} "
+        f"FileKey={quoteattr(_identifier('f_', executable))} "
+        f'ExeCommand={quoteattr(TIDY_COMMAND)} Execute="deferred" '
+        f'Impersonate="{impersonated(scope)}" Return="ignore" />'
+    )
+    row = f'      <Custom Action={quoteattr(TIDY)} Sequence="{TIDY_AT}">{condition}</Custom>'
+    return [action], [row]
+
+
+def in_version_folder(folder: str, product: Product) -> bool:
+    """Whether a folder of the install folder is (inside) this version's own."""
+    own = product.version_folder
+    return bool(own) and (folder == own or folder.startswith(own + "/"))
+
+
+def permanent_components(product: Product, files: Sequence[str]) -> list[str]:
+    """The components of this version's folder: never removed by Windows Installer (not
+    when a newer package replaces this one while hosts of it run); `wixl` takes no
+    `Permanent` attribute, so build.py sets their attribute bit in its output."""
+    return [_component_id(f) for f in folders(files) if in_version_folder(f, product)]
+
+
+def _component_id(folder: str) -> str:
+    return "Bundle" if not folder else _identifier("c_", folder)
+
+
+def _directory_id(folder: str) -> str:
+    return "INSTALLDIR" if not folder else _identifier("d_", folder)
+
+
+def _parent(name: str) -> str:
+    """The folder of a file of the install folder (`""`: the install folder)."""
+    parent = str(PurePosixPath(name).parent)
+    return "" if parent == "." else parent
 
 
 def folders(files: Sequence[str]) -> list[str]:
@@ -389,12 +559,18 @@ def document(
         )
     lines += [
         '    <MajorUpgrade DowngradeErrorMessage="A newer version of [ProductName] is '
-        'already installed." />',
+        f'already installed."{REMOVE_OLDER_AFTER[compiler]} />',
         '    <MediaTemplate EmbedCab="yes" />',
         '    <Property Id="ARPNOMODIFY" Value="1" />',
+        '    <Property Id="MSIRESTARTMANAGERCONTROL" Value="Disable" />',
         '    <Property Id="INSTALLDIR">',
         f'      <RegistrySearch Id="RememberedInstallDir" Root={quoteattr(scope.hive)} '
         f'Key={quoteattr(COMPONENTS_KEY)} Name={quoteattr(REMEMBERED_FOLDER)} Type="raw" '
+        'Win64="yes" />',
+        "    </Property>",
+        '    <Property Id="PEDELEC_UPGRADING">',
+        f'      <RegistrySearch Id="UpgradeUnderWay" Root={quoteattr(scope.hive)} '
+        f'Key={quoteattr(COMPONENTS_KEY)} Name={quoteattr(UPGRADING)} Type="raw" '
         'Win64="yes" />',
         "    </Property>",
         '    <Directory Id="TARGETDIR" Name="SourceDir">',
@@ -415,7 +591,7 @@ def document(
                 f"{indent}</Component>",
             ]
             components.append(folder_id)
-    lines += _folder("", by_folder, source_dir, product, keys, components, indent, scope)
+    lines += _folder("", by_folder, source_dir, product, keys, components, indent, scope, compiler)
     for _ in scope.parents:
         indent = indent[:-2]
         lines.append(f"{indent}</Directory>")
@@ -430,14 +606,19 @@ def document(
     ]
     lines += contact.actions
     sequence = [*contact.sequence]
-    if REMOVE_OLDER_FIRST[compiler]:
-        sequence.append(f'      <RemoveExistingProducts Sequence="{REMOVE_OLDER_AT}" />')
+    if REMOVE_OLDER_AT[compiler] is not None:
+        sequence.append(f'      <RemoveExistingProducts Sequence="{REMOVE_OLDER_AT[compiler]}" />')
     check_action, check_row = folder_check(product.executable)
     lines += check_action
     sequence += check_row
+    if product.version_folder:
+        tidy = tidy_older_versions(product.executable, scope)
+        for actions, rows in (upgrade_mark(scope), versions_removal(scope), tidy):
+            lines += actions
+            sequence += rows
     if desktop is not None:
         command = desktop_restore_command(desktop)
-        condition = _text('REMOVE="ALL" AND NOT UPGRADINGPRODUCTCODE')
+        condition = _text(FINAL_REMOVAL)
         lines += [
             '    <CustomAction Id="SetRegistrationShell" Property="PEDELEC_SHELL" '
             'Value="[System64Folder]cmd.exe" />',
@@ -477,18 +658,21 @@ def _folder(
     components: list[str],
     indent: str,
     scope: PackageScope,
+    compiler: str,
 ) -> list[str]:
     """One `<Directory>` of the bundle: its component (files, key path, folder removal,
     and in the root the host's registry values), then its subfolders."""
     name = PurePosixPath(folder).name if folder else INSTALL_FOLDER
-    directory = "INSTALLDIR" if not folder else _identifier("d_", folder)
-    component = "Bundle" if not folder else _identifier("c_", folder)
+    directory = _directory_id(folder)
+    component = _component_id(folder)
     components.append(component)
     inner = indent + "  "
     guid = _guid("folder:" + folder, scope)
+    permanent = PERMANENT if in_version_folder(folder, product) and compiler == "wix3" else ""
     lines = [
         f"{indent}<Directory Id={quoteattr(directory)} Name={quoteattr(name)}>",
-        f'{inner}<Component Id={quoteattr(component)} Guid={quoteattr(guid)} Win64="yes">',
+        f"{inner}<Component Id={quoteattr(component)} Guid={quoteattr(guid)} "
+        f'Win64="yes"{permanent}>',
         f"{inner}  {_key_path(component, scope)}",
         f"{inner}  <RemoveFolder Id={quoteattr(_identifier('r_', folder or 'root'))} "
         'On="uninstall" />',
@@ -506,7 +690,7 @@ def _folder(
         )
     lines.append(f"{inner}</Component>")
     if not folder:
-        manifest = f"[INSTALLDIR]{product.manifest}"
+        manifest = "[INSTALLDIR]" + product.manifest.replace("/", "\\")
         for key in keys:
             host = _identifier("k_", key.path)
             components.append(host)
@@ -519,6 +703,8 @@ def _folder(
             ]
     children = [f for f in by_folder if f and str(PurePosixPath(f).parent) == (folder or ".")]
     for child in children:
-        lines += _folder(child, by_folder, source_dir, product, keys, components, inner, scope)
+        lines += _folder(
+            child, by_folder, source_dir, product, keys, components, inner, scope, compiler
+        )
     lines.append(f"{indent}</Directory>")
     return lines

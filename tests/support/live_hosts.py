@@ -28,7 +28,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from native_host import errors
 from native_host.devcore import DevCore, DevCoreSettings, Faults
@@ -96,9 +96,10 @@ class Page:
         )
         return frame
 
-    def every_request(self, folder: Path) -> list[str]:
+    def every_request(self, folder: Path, name: Callable[[Path], str] = str) -> list[str]:
         """Every request type the host answers, from `PAGE_ORIGIN`, each answered as the
-        dev Core and the host's own rules answer it; the types, in the order asked."""
+        dev Core and the host's own rules answer it; the types, in the order asked.
+        `name`: how the Core names a folder of this machine (a Core under Wine: its Z:)."""
         self.answered = []
         page = {"callerOrigin": PAGE_ORIGIN, "callerSdkVersion": "0.4.0"}
         first, second = folder / "first", folder / "second"
@@ -109,7 +110,7 @@ class Page:
         self.ask("ping")
         self.ask("list_providers", **page)
         self.ask("get_settings", **page)
-        workspace = self.ask("open_workspace", path=str(first), **page)["workspace"]
+        workspace = self.ask("open_workspace", path=name(first), **page)["workspace"]
         ws = workspace["workspaceId"]
         self.ask("workspace_list_files", workspaceId=ws, path="/", **page)
         self.ask("workspace_list_folders", workspaceId=ws, path="/", **page)
@@ -123,7 +124,7 @@ class Page:
             **page,
         )
         self.ask("create_workspace_file_download", workspaceId=ws, path="/a.txt", **page)
-        other = self.ask("open_workspace", path=str(second), **page)["workspace"]["workspaceId"]
+        other = self.ask("open_workspace", path=name(second), **page)["workspace"]["workspaceId"]
         self.ask(
             "create_workspace_file_upload", workspaceId=other, filename="b.txt", sizeBytes=1, **page
         )
@@ -220,23 +221,48 @@ class FakeDesktop:
                     os.kill(pid, signal.SIGKILL)
 
 
+class Desktop(Protocol):
+    """Pedelec Desktop as the hosts start it: `FakeDesktop`, or the Windows lane's."""
+
+    def register(self) -> None: ...
+    def launches(self) -> list[Any]: ...
+    def kill(self) -> None: ...
+
+
 class ThreeLiveHosts:
     """The three hosts, the dev Core they talk to and the Desktop that restarts it.
 
     `command()` is how Chrome would start the host now (the manifest's path, usually):
-    asked again for the host started after the upgrade."""
+    asked again for the host started after the upgrade. On the Windows lane, `spawn`
+    starts a host instead (as Chrome on Windows does), `home` and `log_dir` are this
+    machine's names of the host's folders, and `relaunched_names` how the Desktop's Core
+    (a Windows program there) names a folder."""
 
-    def __init__(self, root: Path, command: Callable[[], Sequence[str]], env: dict[str, str]):
+    def __init__(
+        self,
+        root: Path,
+        command: Callable[[], Sequence[str]],
+        env: dict[str, str],
+        spawn: Callable[[], HostProcess] | None = None,
+        home: Path | None = None,
+        log_dir: Path | None = None,
+        desktop: Desktop | None = None,
+        relaunched_names: Callable[[Path], str] = str,
+    ):
         self.root = root
         self.command = command
         self.env = env
-        self.home = Path(env["PEDELEC_HOME"])
+        self.spawn = spawn or (
+            lambda: HostProcess(list(command()), (OFFICIAL_ORIGIN,), env, cwd=str(root))
+        )
+        self.home = home or Path(env["PEDELEC_HOME"])
         self.home.mkdir(parents=True, exist_ok=True)
-        self.log_dir = Path(env["PEDELEC_NATIVE_HOST_LOG_DIR"])
+        self.log_dir = log_dir or Path(env["PEDELEC_NATIVE_HOST_LOG_DIR"])
         faults = Faults(gate_types={"get_settings"}, gate_stream_events=True)
         settings = DevCoreSettings(home=self.home, generation="current", faults=faults)
         self.core = DevCore(settings).start()
-        self.desktop = FakeDesktop(root / "desktop", self.home)
+        self.desktop = desktop or FakeDesktop(root / "desktop", self.home)
+        self.relaunched_names = relaunched_names
         self.hosts: list[HostProcess] = []
         self.pages: dict[str, Page] = {}
         self.thread = ""
@@ -247,7 +273,7 @@ class ThreeLiveHosts:
         return isolated_env(base if base is not None else os.environ, root)
 
     def start_host(self, name: str) -> Page:
-        host = HostProcess(list(self.command()), (OFFICIAL_ORIGIN,), self.env, cwd=str(self.root))
+        host = self.spawn()
         self.hosts.append(host)
         page = self.pages[name] = Page(name, host)
         page.ask("ping")
@@ -298,31 +324,42 @@ class ThreeLiveHosts:
             answer = page.host.response(f"{page.name}_relaunch", LAUNCH_TIMEOUT_S)
             assert answer["ok"] is True, f"{page.name}: {answer}"
         assert len(self.desktop.launches()) == 1, self.desktop.launches()
-        self.every_request("after the Core's restart")
+        self.every_request("after the Core's restart", self.relaunched_names)
 
-    def every_request(self, when: str) -> None:
+    def every_request(self, when: str, names: Callable[[Path], str] = str) -> None:
         for name, page in self.pages.items():
-            answered = page.every_request(self.root / "folders" / when / name)
+            answered = page.every_request(self.root / "folders" / when / name, names)
             assert len(answered) == 27, f"{name} {when}: {answered}"
 
     # -- what ran ----------------------------------------------------------------------
     def starts(self) -> dict[int, tuple[str, str]]:
         """Each host's pid -> (version, image state), from the relay's first log line."""
+        return {pid: found for pid, found in self._started()}
+
+    def _started(self) -> list[tuple[int, tuple[str, str]]]:
         text = "".join(p.read_text() for p in sorted(self.log_dir.glob("*.log*")))
-        return {int(m[1]): (m[2], m[3]) for m in START_LINE.finditer(text)}
+        return [(int(m[1]), (m[2], m[3])) for m in START_LINE.finditer(text)]
+
+    def start_of(self, index: int) -> tuple[str, str]:
+        """(version, image state) of the `index`-th host this started: by its pid, or, for
+        a host whose pid is another system's (Wine), by the order of the log's lines (each
+        host is started, and answers, before the next)."""
+        started = self._started()
+        by_pid = dict(started)
+        pid = self.hosts[index].proc.pid
+        return by_pid[pid] if pid in by_pid else started[index][1]
 
     def versions(self) -> set[str]:
         """The versions the three live hosts run."""
-        started = self.starts()
-        return {started[host.proc.pid][0] for host in self.hosts[:3]}
+        return {self.start_of(index)[0] for index in range(3)}
 
     def next_start(self) -> tuple[str, str]:
-        """A host started now from `command()`: the version it runs and how it fared
-        with its image."""
+        """A host started now as Chrome would: the version it runs and how it fared with
+        its image."""
         page = self.start_host(f"next{len(self.hosts)}")
         page.host.close_stdin()
-        page.host.wait(10)
-        return self.starts()[page.host.proc.pid]
+        page.host.wait(60)
+        return self.start_of(len(self.hosts) - 1)
 
     def close(self) -> None:
         """Stop every host and Core; then fail if a host wrote a bad frame or logged a

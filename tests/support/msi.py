@@ -101,6 +101,13 @@ def install_dir(profile: str) -> str:
     return f"{profile}\\AppData\\Local\\Programs\\pedelec-native-host"
 
 
+def version_dir(folder: str, version: str | None = None) -> str:
+    """The folder of one version's bundle in the install folder (this tree's by default)."""
+    from native_host import __version__
+
+    return f"{folder}\\{version or __version__}"
+
+
 def products(scope: str = PER_USER) -> list[dict[str, str]]:
     """Every installed product with the `scope` package's upgrade code, as Windows
     Installer lists them (MsiEnumRelatedProductsW): its code and version."""

@@ -103,7 +103,9 @@ def build_newer(kind: str, out: Path, work: Path) -> list[Path]:
     if done.returncode != 0:
         raise RuntimeError(f"the newer {kind} was not built:\n{done.stdout}{done.stderr}")
     suffix = {"tarball": ".tar.gz", "msi": ".msi"}[kind]
-    artifacts = sorted(p for p in out.iterdir() if p.name.endswith(suffix) and f"-{newer}" in p.name)
+    artifacts = sorted(
+        p for p in out.iterdir() if p.name.endswith(suffix) and f"-{newer}" in p.name
+    )
     assert artifacts, f"no {newer} {suffix} in {out}"
     return artifacts
 

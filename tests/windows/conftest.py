@@ -18,6 +18,7 @@ from tests.support.msi import (
     install_dir,
     products,
     uninstall,
+    version_dir,
 )
 from tests.support.wine import LANE, require_lane, run_code, stop_wine, windows_path
 from tests.support.wine_world import WineWorld
@@ -55,15 +56,15 @@ class InstalledMsi:
 
     msi: Path
     folder: str
-    """Its install folder (Windows path)."""
+    """Its install folder (Windows path): the version's bundle is in a folder of its own."""
 
     @property
     def executable(self) -> str:
-        return f"{self.folder}\\{EXECUTABLE}"
+        return f"{version_dir(self.folder)}\\{EXECUTABLE}"
 
     @property
     def manifest(self) -> str:
-        return f"{self.folder}\\{MANIFEST}"
+        return f"{version_dir(self.folder)}\\{MANIFEST}"
 
 
 @pytest.fixture(scope="module")

@@ -39,6 +39,7 @@ from tests.support.msi import (
     products,
     read_key,
     uninstall,
+    version_dir,
     write_key,
 )
 from tests.support.msi import newer_msi as msi_newer
@@ -60,9 +61,6 @@ pytestmark = [
 
 msi_document = windows_module("msi_document")
 ODD_USER = "O'Brien Jos\u00e9"
-HOST_STATE = "AppData/Local/pedelec-native-host"
-"""The host's own state folder (launch.lock, logs, the policy): what the host writes as it
-runs is the user's, which no uninstaller removes; the tests that start a host say so."""
 
 
 @pytest.fixture(scope="module")
@@ -93,7 +91,9 @@ def installed_files(folder: str) -> set[str]:
 
 
 def bundle_files(msi: Path) -> set[str]:
-    root = msi.parent / "pedelec-native-host"
+    """What the package installs: its version's bundle in a folder of its own, and
+    `current` (packaging/windows/build.py, `msi_root`)."""
+    root = msi.parent / "pedelec-native-host-msi"
     return {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()}
 
 
@@ -139,17 +139,23 @@ def test_install_upgrade_and_uninstall_leave_nothing_behind(
     assert done.returncode == 0, done.stderr
     assert [p["version"] for p in products()] == [__version__]
     assert installed_files(folder) == bundle_files(older)
-    assert version_of(f"{folder}\\{EXECUTABLE}") == f"pedelec-native-host {__version__}"
+    assert (
+        version_of(f"{version_dir(folder)}\\{EXECUTABLE}") == f"pedelec-native-host {__version__}"
+    )
 
     done = install(newer_msi)
     assert done.returncode == 0, done.stderr
     newer = newer_version(__version__)
     assert [p["version"] for p in products()] == [newer], "one product, the newer"
+    # The older version's folder is permanent (its hosts could be running): with none
+    # running, the newer package's `tidy` removed it (tests/windows/test_msi_live_upgrade.py
+    # upgrades under live hosts).
     assert installed_files(folder) == bundle_files(newer_msi), "the newer files, and only they"
+    executable = f"{version_dir(folder, newer)}\\{EXECUTABLE}"
+    assert version_of(executable) == f"pedelec-native-host {newer}"
     assert not any(f"-{__version__}.dist-info" in name for name in installed_files(folder))
-    assert version_of(f"{folder}\\{EXECUTABLE}") == f"pedelec-native-host {newer}"
     for key in host_keys():
-        assert read_key(key) == f"{folder}\\{MANIFEST}", key
+        assert read_key(key) == f"{version_dir(folder, newer)}\\{MANIFEST}", key
 
     done = uninstall(newer_msi)
     assert done.returncode == 0, done.stderr
@@ -235,7 +241,7 @@ def test_the_desktops_registration_is_taken_over_then_given_back(
 ) -> None:
     msi = built_msi()
     assert install(msi).returncode == 0
-    ours = f"{install_dir(windows_profile)}\\{MANIFEST}"
+    ours = f"{version_dir(install_dir(windows_profile))}\\{MANIFEST}"
     assert read_key(chrome_key()) == ours, "the MSI takes the key over, as `install` does"
     if desktop_started_meanwhile:  # a foreground start of the Desktop takes it back
         write_key(chrome_key(), desktop_manifest)
@@ -255,7 +261,7 @@ def test_installed_into_a_folder_with_an_apostrophe_and_an_accent_the_host_answe
     try:
         assert install(built_msi(), INSTALLDIR=folder).returncode == 0
         for key in host_keys():
-            assert (read_key(key) or "").lower() == f"{folder}\\{MANIFEST}".lower(), key
+            assert (read_key(key) or "").lower() == f"{version_dir(folder)}\\{MANIFEST}".lower()
         host = wine_world.start_as_chrome(registry_name=HOST_NAME)
         response = host.request({"type": "ping", "requestId": "odd"}, timeout=60)
         # No Core and no app-launch.json here: the staged answer proves the host ran.

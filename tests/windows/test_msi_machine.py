@@ -47,6 +47,7 @@ from tests.support.msi import (
     read_key,
     set_user_level_hosts,
     uninstall,
+    version_dir,
 )
 from tests.support.wine import (
     DRIVER,
@@ -109,7 +110,7 @@ def installed_files(folder: str) -> set[str]:
 
 
 def bundle_files(msi: Path) -> set[str]:
-    root = msi.parent / "pedelec-native-host"
+    root = msi.parent / "pedelec-native-host-msi"
     return {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()}
 
 
@@ -201,7 +202,7 @@ def test_installed_for_every_user_chrome_under_policy_finds_it_and_doctor_says_o
     assert [p["version"] for p in products(PER_MACHINE)] == [__version__]
     assert products(PER_USER) == []
     assert installed_files(MACHINE_INSTALL_DIR) == bundle_files(msi)
-    manifest = f"{MACHINE_INSTALL_DIR}\\{MANIFEST}"
+    manifest = f"{version_dir(MACHINE_INSTALL_DIR)}\\{MANIFEST}"
     for key in machine_keys():
         assert read_key(key, "HKLM") == manifest, key
         assert read_key(key, "HKCU") is None, key
@@ -215,7 +216,7 @@ def test_installed_for_every_user_chrome_under_policy_finds_it_and_doctor_says_o
     host.close_stdin()
     assert host.wait(60) == 0
 
-    executable = f"{MACHINE_INSTALL_DIR}\\{EXECUTABLE}"
+    executable = f"{version_dir(MACHINE_INSTALL_DIR)}\\{EXECUTABLE}"
     found = doctor(executable, wine_world, "chrome", "edge")
     policy = found[("chrome", "managed policy")]
     assert policy["status"] == "ok" and "NativeMessagingUserLevelHosts is false" in policy["detail"]
@@ -239,7 +240,7 @@ def test_the_per_user_msi_alone_is_passed_over_under_the_policy_and_doctor_says_
     looked = chrome_finds()
     assert looked.returncode != 0
     assert f"Native messaging host {HOST_NAME} is not registered." in looked.stderr.decode()
-    executable = f"{install_dir(windows_profile)}\\{EXECUTABLE}"
+    executable = f"{version_dir(install_dir(windows_profile))}\\{EXECUTABLE}"
     found = doctor(executable, wine_world, "chrome")
     policy = found[("chrome", "managed policy")]
     assert policy["status"] == "fail", policy
@@ -249,7 +250,10 @@ def test_the_per_user_msi_alone_is_passed_over_under_the_policy_and_doctor_says_
     assert present["status"] == "fail"
     assert f"user-level manifests ignored by policy: HKCU\\{chrome_key()}" in present["detail"]
     set_user_level_hosts(None)  # without the policy Chrome loads it again
-    assert chrome_finds().stdout.decode().strip() == f"{install_dir(windows_profile)}\\{MANIFEST}"
+    assert (
+        chrome_finds().stdout.decode().strip()
+        == f"{version_dir(install_dir(windows_profile))}\\{MANIFEST}"
+    )
     assert uninstall(msi).returncode == 0
 
 
@@ -262,17 +266,19 @@ def test_both_packages_of_one_version_coexist_and_the_policy_picks_the_per_machi
     assert [p["version"] for p in products(PER_USER)] == [__version__]
     assert [p["version"] for p in products(PER_MACHINE)] == [__version__]
     user_folder = install_dir(windows_profile)
-    user_exe = f"{user_folder}\\{EXECUTABLE}"
-    machine_exe = f"{MACHINE_INSTALL_DIR}\\{EXECUTABLE}"
+    user_exe = f"{version_dir(user_folder)}\\{EXECUTABLE}"
+    machine_exe = f"{version_dir(MACHINE_INSTALL_DIR)}\\{EXECUTABLE}"
 
     # Without the policy Chrome reads HKCU first: the per-user one.
-    assert chrome_finds().stdout.decode().strip() == f"{user_folder}\\{MANIFEST}"
+    assert chrome_finds().stdout.decode().strip() == f"{version_dir(user_folder)}\\{MANIFEST}"
     found = doctor(machine_exe, wine_world, "chrome")
     assert found[("chrome", "host registered")]["detail"] == f"the per-user MSI's host ({user_exe})"
     assert "shadows HKLM" in found[("chrome", "manifest present")]["detail"]
     # With it, HKLM alone: the per-machine one.
     set_user_level_hosts(False)
-    assert chrome_finds().stdout.decode().strip() == f"{MACHINE_INSTALL_DIR}\\{MANIFEST}"
+    assert (
+        chrome_finds().stdout.decode().strip() == f"{version_dir(MACHINE_INSTALL_DIR)}\\{MANIFEST}"
+    )
     found = doctor(user_exe, wine_world, "chrome")
     registered = found[("chrome", "host registered")]
     assert registered["detail"] == f"the per-machine MSI's host ({machine_exe})"
@@ -283,7 +289,7 @@ def test_both_packages_of_one_version_coexist_and_the_policy_picks_the_per_machi
     assert products(PER_USER) == [] and len(products(PER_MACHINE)) == 1
     assert not linux_path(user_folder).exists()
     assert installed_files(MACHINE_INSTALL_DIR) == bundle_files(machine)
-    assert read_key(chrome_key(), "HKLM") == f"{MACHINE_INSTALL_DIR}\\{MANIFEST}"
+    assert read_key(chrome_key(), "HKLM") == f"{version_dir(MACHINE_INSTALL_DIR)}\\{MANIFEST}"
     assert uninstall(machine).returncode == 0
 
 
@@ -295,8 +301,10 @@ def test_upgraded_in_place_then_removed_leaving_nothing(clean_prefix: None) -> N
     assert install(newer).returncode == 0
     assert [p["version"] for p in products(PER_MACHINE)] == [newer_version(__version__)]
     assert installed_files(MACHINE_INSTALL_DIR) == bundle_files(newer)
+    # No host of the older version runs: the upgrade removed its folder (`tidy`).
+    folder = version_dir(MACHINE_INSTALL_DIR, newer_version())
     for key in machine_keys():
-        assert read_key(key, "HKLM") == f"{MACHINE_INSTALL_DIR}\\{MANIFEST}", key
+        assert read_key(key, "HKLM") == f"{folder}\\{MANIFEST}", key
     refused = install(older)
     assert refused.returncode != 0, "an older package must not downgrade a newer one"
 
