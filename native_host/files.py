@@ -302,6 +302,13 @@ def hold_shared(fd: int) -> None:
         _hold(fd)
 
 
+def let_go(fd: int) -> None:
+    """Undo `hold_shared` on an open file (on Windows only closing it does: the caller
+    that cannot remove its own files there keeps it open)."""
+    if sys.platform != "win32":
+        _unlock(fd)
+
+
 def in_use(path: str | os.PathLike[str]) -> bool:
     """Whether a process holds this file with `hold_shared` (on Windows: holds it open at
     all). False for a file that is not there."""

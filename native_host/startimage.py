@@ -603,12 +603,14 @@ def held_path() -> str | None:
 
 
 def release() -> str | None:
-    """Let go of the loaded image (a host about to exit: no module is imported after
-    this), so that it no longer counts as used by this process; its path, or None."""
+    """Stop marking the loaded image as used by this process (a host about to exit), so
+    that the removal of a retired version can tell whether it was the last; its path, or
+    None. The image stays open: a module it holds can still be imported."""
     if _held is None or _held.image.fd is None:
         return None
-    fd, _held.image.fd = _held.image.fd, None
-    os.close(fd)
+    from native_host import files
+
+    files.let_go(_held.image.fd)
     return _held.image.path
 
 

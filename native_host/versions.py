@@ -22,7 +22,6 @@ version they run; it is removed the same way.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
 
@@ -130,8 +129,6 @@ def retired_version(path: str) -> str:
 
 def remove_unused(retired: list[str]) -> tuple[list[str], list[str]]:
     """Remove every retired image or folder no host uses; (removed, still in use)."""
-    import shutil
-
     removed, used = [], []
     for path in retired:
         in_use = folder_in_use(path) if os.path.isdir(path) else files.in_use(path)
@@ -139,10 +136,14 @@ def remove_unused(retired: list[str]) -> tuple[list[str], list[str]]:
             used.append(path)
             continue
         if os.path.isdir(path):
+            import shutil  # only now: every relay's exit comes here (docs/performance.md)
+
             shutil.rmtree(path, ignore_errors=True)
         else:
-            with contextlib.suppress(OSError):
+            try:
                 os.unlink(path)
+            except OSError:
+                pass  # still there: counted as not removed
         if not os.path.lexists(path):
             removed.append(path)
     return removed, used
@@ -162,11 +163,9 @@ def retired_of(executable: str | None, image: str | None) -> list[str]:
 
 
 def leave() -> list[str]:
-    """What a relay does as it exits: stop holding its image, then remove what its install
-    has retired that no host uses any more (its own folder too, once retired, where the
-    system lets a process remove its own files). Returns what it removed."""
-    import shutil  # noqa: F401 - imported from the image before the image is let go
-
+    """What a relay does as it exits: stop marking its image as used, then remove what
+    its install has retired that no host uses any more (its own folder too, once retired,
+    where the system lets a process remove its own files). Returns what it removed."""
     image = startimage.release()
     frozen = getattr(sys, "frozen", False)
     retired = retired_of(sys.executable if frozen else None, image)

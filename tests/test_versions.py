@@ -13,6 +13,7 @@ MSI's on the Windows lane.
 from __future__ import annotations
 
 import io
+import os
 import re
 import subprocess
 import sys
@@ -27,6 +28,7 @@ from native_host.install import installer
 from native_host.install.installer import InstallOptions
 from tests.support.markers import POSIX, needs_os
 from tests.support.site_dir import Install
+from tests.support.users import skip_unless_root, throwaway_users
 from tests.support.world import HostWorld
 
 pytestmark = [pytest.mark.process, needs_os(*POSIX, reason="file modes and locks")]
@@ -238,3 +240,25 @@ def test_a_launchers_image_in_use_is_kept_until_its_last_host_exits(
         host.stop()
     assert versions.retired_images(str(old.image)) == []
     assert re.search(rf"removed {re.escape(kept)}: retired", world.log_text())
+
+
+@needs_os("linux", reason="throwaway users through useradd")
+def test_a_current_another_user_wrote_or_could_write_retires_nothing(
+    tmp_path: Path, site: Path
+) -> None:
+    """`current` decides what is removed: one another user owns, or one in a root others
+    can write, is not believed, and nothing there counts as retired."""
+    skip_unless_root()
+    root = tmp_path / "pedelec-native-host"
+    version_folder(root, "0.0.9", site)
+    version_folder(root, __version__, site)
+    versions.set_current(str(root), __version__)
+    assert versions.retired_folders(str(root)) == [str(root / "0.0.9")]
+    with throwaway_users() as make_user:
+        mallory = make_user()
+        os.chown(root / "current", mallory.uid, mallory.gid)
+        assert versions.current(str(root)) is None
+        assert versions.retired_folders(str(root)) == []
+    os.chown(root / "current", os.getuid(), os.getgid())
+    root.chmod(0o777)
+    assert versions.retired_folders(str(root)) == []
