@@ -129,9 +129,11 @@ def opt() -> Iterator[Path]:
 
 
 def extract(tarball: Path, into: Path) -> Path:
-    """`tar -xzf <tarball> -C <into>`, as docs/install.md says; the bundle's executable."""
+    """`tar -xzf <tarball> -C <into>`, as docs/install.md says; the bundle's executable, in
+    its version's folder."""
     subprocess.run(["tar", "-xzf", str(tarball), "-C", str(into)], check=True, timeout=300)
-    return into / BUNDLE / BUNDLE
+    (version,) = (into / BUNDLE).iterdir()
+    return version / BUNDLE
 
 
 def root_env(tmp_path: Path) -> dict[str, str]:
