@@ -192,15 +192,18 @@ def read_trusted_stat(
 
 
 def open_trusted(
-    path: str | os.PathLike[str], max_bytes: int = DEFAULT_MAX_BYTES
+    path: str | os.PathLike[str], max_bytes: int = DEFAULT_MAX_BYTES, held: bool = False
 ) -> tuple[int, os.stat_result]:
     """The open descriptor of a file `read_trusted` would read, checked the same way, and
-    its status; the caller reads and closes it (the start image keeps its own open)."""
+    its status; the caller reads and closes it (the start image keeps its own open).
+    `held`: for a file a host keeps open while it runs (`hold_shared`): on Windows it is
+    opened sharing renaming and deletion, so an `install` or `uninstall` meanwhile can
+    move or remove it, the open handle still reading what it held."""
     name = os.fspath(path)
     if IS_WINDOWS and os.path.islink(name):  # pragma: no cover - no O_NOFOLLOW there
         raise FileRefusedError(name, SYMLINK)
     try:
-        fd = os.open(name, _OPEN_FLAGS)
+        fd = _open_held(name) if held else os.open(name, _OPEN_FLAGS)
     except (FileNotFoundError, NotADirectoryError):
         raise FileRefusedError(name, MISSING) from None
     except OSError as exc:
@@ -297,7 +300,8 @@ def _fsync_directory(directory: str) -> None:
 def hold_shared(fd: int) -> None:
     """Mark the open file as used by this process until it exits (issue 30): a shared
     lock on POSIX (waiting while a remover holds it exclusively); on Windows the open
-    handle itself, which lets nobody delete or rename the file. What `in_use` sees."""
+    handle itself (`open_trusted(..., held=True)`), which lets nobody open the file for
+    themselves alone. What `in_use` sees."""
     if sys.platform != "win32":
         _hold(fd)
 
@@ -399,6 +403,27 @@ if sys.platform == "win32":  # pragma: no cover - Windows only
         except OSError:
             pass
 
+    FILE_SHARE_READ = 0x1
+    FILE_SHARE_DELETE = 0x4
+    FILE_FLAG_OPEN_REPARSE_POINT = 0x00200000
+
+    def _open_held(name: str) -> int:
+        """Read-only, sharing reading, renaming and deletion but not writing (nobody
+        changes it in place while it is held); a link is opened as itself, not followed
+        (O_NOFOLLOW's part); not inherited."""
+        import _winapi
+
+        handle = _winapi.CreateFile(
+            name,
+            _winapi.GENERIC_READ,
+            FILE_SHARE_READ | FILE_SHARE_DELETE,
+            0,
+            _winapi.OPEN_EXISTING,
+            FILE_FLAG_OPEN_REPARSE_POINT,
+            0,
+        )
+        return msvcrt.open_osfhandle(handle, os.O_RDONLY | os.O_BINARY | os.O_NOINHERIT)
+
     def _held_on_windows(name: str) -> bool:
         """Open it sharing nothing: Windows refuses while any handle is open."""
         import _winapi
@@ -416,6 +441,9 @@ if sys.platform == "win32":  # pragma: no cover - Windows only
 
 else:
     import fcntl
+
+    def _open_held(name: str) -> int:
+        return os.open(name, _OPEN_FLAGS)
 
     def _lock(fd: int, blocking: bool) -> None:
         fcntl.flock(fd, fcntl.LOCK_EX if blocking else fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -359,7 +359,7 @@ def read(path: str, hold: bool = False) -> Image:
     from native_host import files
 
     try:
-        fd, info = files.open_trusted(path, MAX_IMAGE_BYTES)
+        fd, info = files.open_trusted(path, MAX_IMAGE_BYTES, held=hold)
     except files.FileRefusedError as exc:
         state = MISSING if exc.reason == files.MISSING else REFUSED
         raise ImageUnusable(state, f"{exc.explanation}: install again") from None
