@@ -4,6 +4,7 @@ wixl and installs, upgrades and removes it for real (tests/windows/test_msi*.py)
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ElementTree
 from typing import Any
 
@@ -353,15 +354,41 @@ def test_the_installed_executable_tidies_older_versions_once_registered(scope: s
     root = parsed() if scope == "per-user" else machine_parsed()
     actions = {a.get("Id"): a for a in elements(root, "CustomAction")}
     tidy = actions[msi_document.TIDY]
-    (executable,) = [f for f in elements(root, "File") if f.get("Id") == tidy.get("FileKey")]
+    command = tidy.get("ExeCommand", "")
+    (key,) = re.findall(r'^/d /s /c ""\[#([^\]]+)\]" tidy <NUL >NUL 2>&1"$', command)
+    (executable,) = [f for f in elements(root, "File") if f.get("Id") == key]
     assert executable.get("Source") == "pedelec-native-host-msi/1.2.3/pedelec-native-host.exe"
-    assert (tidy.get("ExeCommand"), tidy.get("Execute"), tidy.get("Return")) == (
-        "tidy", "deferred", "ignore")  # fmt: skip
+    assert actions["SetTidyShell"].get("Value") == "[System64Folder]cmd.exe"
+    assert (tidy.get("Property"), tidy.get("Execute"), tidy.get("Return")) == (
+        "PEDELEC_TIDY_SHELL", "deferred", "ignore")  # fmt: skip
     assert tidy.get("Impersonate") == {"per-user": "yes", "per-machine": "no"}[scope]
-    row = {c.get("Action"): c for c in elements(root, "Custom")}[msi_document.TIDY]
-    assert row.text == 'NOT REMOVE~="ALL"'
+    rows = {c.get("Action"): c for c in elements(root, "Custom")}
+    at = [int(rows[name].get("Sequence", "0")) for name in ("SetTidyShell", msi_document.TIDY)]
+    assert {rows[name].text for name in ("SetTidyShell", msi_document.TIDY)} == {
+        'NOT REMOVE~="ALL"'
+    }
     # After WriteRegistryValues (5000), before InstallFinalize (6600).
-    assert 5000 < int(row.get("Sequence", "0")) < 6600
+    assert 5000 < at[0] < at[1] < 6600
+
+
+@pytest.mark.parametrize("scope", ["per-user", "per-machine"])
+def test_a_rolled_back_install_takes_its_version_folder_with_it(scope: str) -> None:
+    """Permanent components outlive a rollback as they outlive an uninstall (Wine's
+    does); a rollback action removes the version's own folder, and nothing beside it."""
+    root = parsed() if scope == "per-user" else machine_parsed()
+    actions = {a.get("Id"): a for a in elements(root, "CustomAction")}
+    undo = actions["UndoVersionFolder"]
+    assert undo.get("ExeCommand") == (
+        '/d /s /c "rmdir /s /q "[INSTALLDIR]1.2.3" & rmdir "[INSTALLDIR]""'
+    )
+    assert (undo.get("Execute"), undo.get("Return")) == ("rollback", "ignore")
+    assert undo.get("Impersonate") == {"per-user": "yes", "per-machine": "no"}[scope]
+    assert msi_document.rollback_actions(product_at("1.2.3")) == ["UndoVersionFolder"]
+    rows = {c.get("Action"): c for c in elements(root, "Custom")}
+    at = [int(rows[name].get("Sequence", "0")) for name in ("SetUndoShell", "UndoVersionFolder")]
+    check = int(rows[msi_document.FOLDER_CHECK].get("Sequence", "0"))
+    # After CreateFolders (3700), before InstallFiles (4000) and the folder check.
+    assert 3700 < at[0] < at[1] < 4000 < check
 
 
 def test_a_package_refuses_keys_of_the_other_scopes_hive() -> None:

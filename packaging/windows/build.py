@@ -337,7 +337,7 @@ def package(
     archives.date_tree(root, int(os.environ["SOURCE_DATE_EPOCH"]))
     if tools.msi == "wixl":
         steps.run(["wixl", "-a", "x64", "-o", msi.name, wxs.name], cwd=out)
-        make_permanent(msi, msi_document.permanent_components(product, files))
+        wixl_fixups(msi, product, files)
     else:
         wix = Path(os.environ.get("WIX", "")) / "bin"
         if not (wix / "candle.exe").is_file():
@@ -354,25 +354,35 @@ def package(
 
 PERMANENT_BIT = 0x10
 """msidbComponentAttributesPermanent."""
+ROLLBACK_BITS = 0x500
+"""msidbCustomActionTypeInScript | msidbCustomActionTypeRollback."""
 
 
-def make_permanent(msi: Path, components: Sequence[str]) -> None:
-    """Set the permanent bit of these components in a package wixl wrote (it takes no
-    `Permanent` attribute), with msitools' own msiinfo and msibuild (before
-    msi_summary.normalise, which dates what msibuild saved)."""
-    table = steps.run(["msiinfo", "export", str(msi), "Component"])
-    rows = [line.split("\t") for line in table.splitlines()[3:] if line.strip()]
-    attributes = {row[0]: int(row[3]) for row in rows}
-    wanted = set(components)
-    if not wanted <= attributes.keys():
-        raise steps.BuildError(f"{msi.name} lacks components {sorted(wanted - attributes.keys())}")
-    queries = [
-        f"UPDATE `Component` SET `Attributes` = {attributes[c] | PERMANENT_BIT} "
-        f"WHERE `Component` = '{c}'"
-        for c in sorted(wanted)
-    ]
-    for query in queries:
-        steps.run(["msibuild", str(msi), "-q", query])
+def wixl_fixups(msi: Path, product: msi_document.Product, files: Sequence[str]) -> None:
+    """What wixl leaves out of the document's meaning, set in its output with msitools'
+    own msiinfo and msibuild (before msi_summary.normalise, which dates what msibuild
+    saved): the version folder's components permanent (wixl takes no `Permanent`), and the
+    rollback actions' type (wixl takes `Execute="rollback"` for an immediate action)."""
+    permanent = msi_document.permanent_components(product, files)
+    set_bits(msi, "Component", 3, dict.fromkeys(permanent, PERMANENT_BIT))
+    rollback = msi_document.rollback_actions(product)
+    set_bits(msi, "CustomAction", 1, dict.fromkeys(rollback, ROLLBACK_BITS))
+
+
+def set_bits(msi: Path, table: str, column: int, bits: dict[str, int]) -> None:
+    """Set `bits[row]` in the integer `column` of each named row of `table` (rows named by
+    their first column)."""
+    exported = steps.run(["msiinfo", "export", str(msi), table])
+    lines = exported.splitlines()
+    names = lines[0].split("\t")
+    rows = [line.split("\t") for line in lines[3:] if line.strip()]
+    values = {row[0]: int(row[column]) for row in rows}
+    if not bits.keys() <= values.keys():
+        raise steps.BuildError(f"{msi.name}'s {table} lacks {sorted(bits.keys() - values.keys())}")
+    for name in sorted(bits):
+        steps.run(["msibuild", str(msi), "-q",
+                   f"UPDATE `{table}` SET `{names[column]}` = {values[name] | bits[name]} "
+                   f"WHERE `{names[0]}` = '{name}'"])  # fmt: skip
 
 
 def build(out: Path, work: Path) -> Path:

@@ -454,27 +454,75 @@ def versions_removal(scope: PackageScope) -> tuple[list[str], list[str]]:
 
 
 TIDY = "RemoveUnusedVersions"
-TIDY_AT = 5003
-"""After WriteRegistryValues (5000) and the upgrade's unmark (`UNMARK_AT`), inside the
-script: the new version is registered by then."""
-TIDY_COMMAND = "tidy"
+TIDY_AT = (5003, 5004)
+"""Setting the shell's path, then `tidy`: after WriteRegistryValues (5000) and the
+upgrade's unmark (`UNMARK_AT`), inside the script: the new version is registered by
+then."""
+
+
+def tidy_command(executable: str) -> str:
+    """The arguments of `cmd.exe` that run the installed executable's `tidy` with its
+    standard streams on NUL: a program Windows Installer starts has none a console program
+    can use (Python stops at its start with "can't initialize sys standard streams")."""
+    return f'/d /s /c ""[#{_identifier("f_", executable)}]" tidy <NUL >NUL 2>&1"'
 
 
 def tidy_older_versions(executable: str, scope: PackageScope) -> tuple[list[str], list[str]]:
-    """The custom action that runs the installed executable's `tidy` (native_host/
+    """The custom actions that run the installed executable's `tidy` (native_host/
     versions.py): every older version folder no host runs from goes at once, and the others
     when their last host exits, which a per-machine install's hosts, run by users, could
     not do in Program Files; so it runs as the installer's service there. Never fails the
     install: an older folder left is the worst it can come to."""
     condition = _text('NOT REMOVE~="ALL"')
-    action = (
-        f"    <CustomAction Id={quoteattr(TIDY)} "
-        f"FileKey={quoteattr(_identifier('f_', executable))} "
-        f'ExeCommand={quoteattr(TIDY_COMMAND)} Execute="deferred" '
-        f'Impersonate="{impersonated(scope)}" Return="ignore" />'
-    )
-    row = f'      <Custom Action={quoteattr(TIDY)} Sequence="{TIDY_AT}">{condition}</Custom>'
-    return [action], [row]
+    actions = [
+        '    <CustomAction Id="SetTidyShell" Property="PEDELEC_TIDY_SHELL" '
+        'Value="[System64Folder]cmd.exe" />',
+        f'    <CustomAction Id={quoteattr(TIDY)} Property="PEDELEC_TIDY_SHELL" '
+        f'ExeCommand={quoteattr(tidy_command(executable))} Execute="deferred" '
+        f'Impersonate="{impersonated(scope)}" Return="ignore" />',
+    ]
+    rows = [
+        f'      <Custom Action="SetTidyShell" Sequence="{TIDY_AT[0]}">{condition}</Custom>',
+        f'      <Custom Action={quoteattr(TIDY)} Sequence="{TIDY_AT[1]}">{condition}</Custom>',
+    ]
+    return actions, rows
+
+
+UNDO_VERSION_AT = (3998, 3999)
+"""Setting the shell's path, then the rollback action: before InstallFiles (4000), so a
+rollback of it (the folder check failing at `FOLDER_CHECK_AT`) runs it, and after
+CreateFolders (3700), so Windows Installer's own rollback of that, which comes after,
+finds the install folder empty."""
+
+
+def undo_version_folder(product: Product, scope: PackageScope) -> tuple[list[str], list[str]]:
+    """The rollback custom action that removes this version's folder when the install is
+    rolled back (a folder check refusing it): its components are permanent, which Wine's
+    rollback, as an uninstall would, leaves in place. Only this version's folder (in an
+    upgrade the older one's hosts may be running from the folder beside it), then the
+    install folder if that left it empty."""
+    folder = product.version_folder.replace("/", "\\")
+    command = f'/d /s /c "rmdir /s /q "[INSTALLDIR]{folder}" & rmdir "[INSTALLDIR]""'
+    condition = _text('NOT REMOVE~="ALL"')
+    actions = [
+        '    <CustomAction Id="SetUndoShell" Property="PEDELEC_UNDO_SHELL" '
+        'Value="[System64Folder]cmd.exe" />',
+        '    <CustomAction Id="UndoVersionFolder" Property="PEDELEC_UNDO_SHELL" '
+        f'ExeCommand={quoteattr(command)} Execute="rollback" '
+        f'Impersonate="{impersonated(scope)}" Return="ignore" />',
+    ]
+    rows = [
+        f'      <Custom Action="SetUndoShell" Sequence="{UNDO_VERSION_AT[0]}">{condition}</Custom>',
+        f'      <Custom Action="UndoVersionFolder" Sequence="{UNDO_VERSION_AT[1]}">'
+        f"{condition}</Custom>",
+    ]
+    return actions, rows
+
+
+def rollback_actions(product: Product) -> list[str]:
+    """The custom actions that run only when the install rolls back (`wixl` takes no
+    `Execute="rollback"`: build.py sets their type in its output)."""
+    return ["UndoVersionFolder"] if product.version_folder else []
 
 
 def in_version_folder(folder: str, product: Product) -> bool:
@@ -486,7 +534,8 @@ def in_version_folder(folder: str, product: Product) -> bool:
 def permanent_components(product: Product, files: Sequence[str]) -> list[str]:
     """The components of this version's folder: never removed by Windows Installer (not
     when a newer package replaces this one while hosts of it run); `wixl` takes no
-    `Permanent` attribute, so build.py sets their attribute bit in its output."""
+    `Permanent` attribute, so build.py sets their attribute bit in its output
+    (`wixl_fixups`)."""
     return [_component_id(f) for f in folders(files) if in_version_folder(f, product)]
 
 
@@ -613,7 +662,8 @@ def document(
     sequence += check_row
     if product.version_folder:
         tidy = tidy_older_versions(product.executable, scope)
-        for actions, rows in (upgrade_mark(scope), versions_removal(scope), tidy):
+        undo = undo_version_folder(product, scope)
+        for actions, rows in (upgrade_mark(scope), versions_removal(scope), undo, tidy):
             lines += actions
             sequence += rows
     if desktop is not None:
