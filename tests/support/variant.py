@@ -10,12 +10,13 @@ ImportError, and its page would see "native host internal error".
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 from pathlib import Path
 
 from native_host import __version__, startimage
-from tests.support.checkout import fresh_checkout
+from tests.support.checkout import REPO, fresh_checkout
 
 MARK = "UPGRADE_VARIANT"
 """The name the newer `errors.py` defines and the newer later-loaded modules import."""
@@ -85,6 +86,11 @@ def build_newer(kind: str, out: Path, work: Path) -> list[Path]:
     scripts = {"tarball": "packaging/linux/build.py", "msi": "packaging/windows/build.py"}
     source = work / "source"
     newer = incompatible_checkout(source)
+    # The copy is no git checkout: its builds' time is this checkout's commit's.
+    epoch = subprocess.run(
+        ["git", "-C", str(REPO), "log", "-1", "--format=%ct"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
     done = subprocess.run(
         [
             sys.executable,
@@ -98,6 +104,7 @@ def build_newer(kind: str, out: Path, work: Path) -> list[Path]:
         text=True,
         timeout=1800,
         check=False,
+        env={**os.environ, "SOURCE_DATE_EPOCH": os.environ.get("SOURCE_DATE_EPOCH", epoch)},
     )
     shutil.rmtree(source, ignore_errors=True)
     if done.returncode != 0:
