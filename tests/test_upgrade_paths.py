@@ -73,6 +73,14 @@ def wheels(trees: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> 
     return found
 
 
+def own_index(wheels: dict[str, Path], tmp_path: Path) -> Path:
+    """A test's own copy of the old wheel and its dependencies, where its upgrade puts the
+    new wheel: the next test's install must still find only the old one."""
+    links = tmp_path / "links"
+    shutil.copytree(wheels["old"].parent, links)
+    return links
+
+
 def manifest_path(env: dict[str, str]) -> Path:
     return Path(env["XDG_CONFIG_HOME"], "chromium", "NativeMessagingHosts", f"{HOST_NAME}.json")
 
@@ -163,7 +171,7 @@ def site_packages(venv: Path) -> Path:
 def test_pipx_upgrade_under_live_hosts(
     live_env: dict[str, str], tools: Path, wheels: dict[str, Path], tmp_path: Path
 ) -> None:
-    links = wheels["old"].parent
+    links = own_index(wheels, tmp_path)
     pip_args = f"--no-index --find-links={links}"
     pipx = str(tools / "pipx")
     done = run([pipx, "install", "pedelec-native-host", "--pip-args", pip_args], env=live_env)
@@ -186,7 +194,7 @@ def test_pipx_upgrade_under_live_hosts(
 def test_uv_tool_upgrade_under_live_hosts(
     live_env: dict[str, str], tools: Path, wheels: dict[str, Path], tmp_path: Path
 ) -> None:
-    links = wheels["old"].parent
+    links = own_index(wheels, tmp_path)
     index = ["--no-index", "--find-links", str(links)]
     uv = str(tools / "uv")
     done = run(
