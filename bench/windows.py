@@ -44,11 +44,18 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.stats import Target, fmt, paired_ratios, row, summarize
-from native_host import HOST_NAME, OFFICIAL_EXTENSION_ID
+from native_host import HOST_NAME, OFFICIAL_EXTENSION_ID, versions
 from native_host.devcore import DevCore, DevCoreSettings
 from native_host.install.contents import render_manifest
 from tests.support import msi
-from tests.support.wine import DRIVER, LANE, lane_problem, windows_path, wine_environment
+from tests.support.wine import (
+    DRIVER,
+    LANE,
+    lane_problem,
+    linux_path,
+    windows_path,
+    wine_environment,
+)
 
 TARGET = Target(1.25, "x")
 """Issue 24: the installed host within 1.25x of the minimal relay, started as Chrome does."""
@@ -194,6 +201,15 @@ def build_pyinstaller() -> Path:
     return exe
 
 
+def installed_executable(folder: str) -> str:
+    """The installed MSI's executable: in the version folder `current` names (issue 30), or
+    in the install folder itself (an MSI from before, measured for a comparison)."""
+    current = linux_path(folder) / versions.CURRENT
+    if current.is_file():
+        folder = f"{folder}\\{current.read_text().strip()}"
+    return f"{folder}\\pedelec-native-host.exe"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int)
@@ -203,6 +219,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--build-pyinstaller", action="store_true",
                         help=f"build one under Wine first (in {PYINSTALLER_BUILD})")  # fmt: skip
     parser.add_argument("--json", type=Path, metavar="FILE")
+    parser.add_argument("--msi", type=Path, metavar="MSI",
+                        help=f"the per-user MSI to measure (default: {msi.DIST}'s)")  # fmt: skip
     args = parser.parse_args(argv)
     runs = args.runs or DEFAULT_RUNS["quick" if args.quick else "full"]
     problem = lane_problem()
@@ -212,7 +230,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.build_pyinstaller:
         print(f"building the PyInstaller onedir bundle under Wine in {PYINSTALLER_BUILD}")
         args.pyinstaller = build_pyinstaller()
-    package = msi.msi_in(msi.DIST, msi.PER_USER)
+    package = args.msi or msi.msi_in(msi.DIST, msi.PER_USER)
     if package is None or msi.products():
         print(f"need the per-user MSI in {msi.DIST} and none installed: {msi.BUILD_IT}",
               file=sys.stderr)  # fmt: skip
@@ -253,7 +271,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 ["wine", str(LANE.python), "-c", "import os; print(os.environ['USERPROFILE'])"],
                 capture_output=True, text=True, env=env, stdin=subprocess.PIPE, check=True,
             ).stdout.strip()  # fmt: skip
-            executable = f"{msi.version_dir(msi.install_dir(profile))}\\pedelec-native-host.exe"
+            executable = installed_executable(msi.install_dir(profile))
             rows = measure(variants(root, executable, args.pyinstaller), env, runs)
         finally:
             subprocess.run(["wineserver", "-k"], env=env, check=False)
