@@ -65,6 +65,9 @@ USAGE_ERRORS: list[tuple[str, ...]] = [
     # uninstall
     ("uninstall", "--dry-run", "extra"),
     ("uninstall", "--force"),
+    # tidy
+    ("tidy", "extra"),
+    ("tidy", "--dry-run"),
     # doctor
     ("doctor", "--timeout", "-1"),
     ("doctor", "--timeout", "0"),

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from native_host import RELEASES_URL, __version__
+from native_host import RELEASES_URL, __version__, versions
 from native_host.install import flatpak
 from tests.support.checkout import REPO, fresh_checkout, permanent_directory
 from tests.support.doc_commands import USER_DOCS, Command, commands, labelled
@@ -130,15 +130,17 @@ def test_the_versions_and_the_release_page_the_docs_name_are_this_trees() -> Non
 
 def test_macos_commands_name_where_the_package_installs() -> None:
     """They cannot run here; the program they name is the one the package installs (its
-    payload's folder in the home, and the bundle's executable)."""
+    payload's folder in the home, this version's, and the bundle's executable), and what
+    they delete is that folder and `current` beside it (native_host/versions.py)."""
     pkg_plan = release_module("macos", "pkg_plan")
-    program = f"~/{pkg_plan.HOME_PREFIX}/{pkg_plan.BUNDLE_FOLDER}/{pkg_plan.EXECUTABLE}"
+    program = f"~{pkg_plan.install_location(__version__)}/{pkg_plan.EXECUTABLE}"
+    current = f"~/{pkg_plan.HOME_PREFIX}/{versions.CURRENT}"
     mac = [c.text for doc in USER_DOCS for c in commands(doc) if "~/Library/" in c.text]
     assert len(mac) == 3, mac  # the README: check, remove, delete the folder
     for text in mac:
         named = shlex.split(text.replace("~/", "HOME/"))
         paths = [word.replace("HOME/", "~/") for word in named if word.startswith("HOME/")]
-        assert paths and all(program.startswith(p) or p == program for p in paths), text
+        assert paths and all(program.startswith(p) or p == current for p in paths), text
 
 
 # --- run as a user runs them ------------------------------------------------------------------

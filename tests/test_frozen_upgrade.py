@@ -93,7 +93,7 @@ def test_the_documented_upgrade_under_live_hosts(
         assert live.next_start() == (new, startimage.LOADED)
         doctor = run([str(root / new / "pedelec-native-host"), "doctor", "--json",
                       "--browser", "chromium"], env)  # fmt: skip
-        findings = json.loads(doctor.stdout)
+        findings = json.loads(doctor.stdout)["findings"]
         found = {(f["check"], f["status"]) for f in findings}
         assert {("host version", "ok"), ("older hosts running", "warn")} <= found
     finally:

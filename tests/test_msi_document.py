@@ -420,15 +420,18 @@ def test_doctor_knows_the_packages_it_names_and_where_they_remember_their_folder
 
 
 # --- what next, after a double-clicked install (issue 32) ------------------------------------
-def test_the_start_menu_entry_opens_a_prompt_in_the_install_folder_running_doctor() -> None:
+def test_the_start_menu_entry_opens_a_prompt_in_the_executables_folder_running_doctor() -> None:
+    """The version's own folder (issue 30), where `pedelec-native-host` runs by name."""
     root = parsed()
     (shortcut,) = elements(root, "Shortcut")
     assert shortcut.get("Name") == msi_document.START_MENU_ENTRY
     assert shortcut.get("Target") == "[System64Folder]cmd.exe"
-    assert shortcut.get("WorkingDirectory") == "INSTALLDIR"
+    (version,) = [d for d in elements(root, "Directory") if d.get("Name") == "1.2.3"]
+    assert shortcut.get("WorkingDirectory") == version.get("Id")
+    assert any(f.get("Name") == "pedelec-native-host.exe" for f in version.iter(WIX + "File"))
     assert shortcut.get("Arguments") == (
         '/d /s /k "title Pedelec native messaging host& '
-        '"[INSTALLDIR]pedelec-native-host.exe" doctor"'
+        '"[INSTALLDIR]1.2.3\\pedelec-native-host.exe" doctor"'
     )
     menus = [d for d in elements(root, "Directory") if d.get("Id") == "ProgramMenuFolder"]
     assert len(menus) == 1 and shortcut in list(menus[0].iter(WIX + "Shortcut"))
@@ -441,7 +444,7 @@ def test_a_double_clicked_install_opens_that_window_when_it_is_done() -> None:
     root = parsed()
     actions = {a.get("Id"): a for a in elements(root, "CustomAction")}
     opening = actions["OpenCheckWindow"]
-    assert opening.get("ExeCommand") == msi_document.check_command("pedelec-native-host.exe")
+    assert opening.get("ExeCommand") == msi_document.check_command("1.2.3/pedelec-native-host.exe")
     assert (opening.get("Execute"), opening.get("Return")) == ("immediate", "asyncNoWait")
     assert actions["SetCheckShell"].get("Value") == "[System64Folder]cmd.exe"
     scheduled = {c.get("Action"): c for c in elements(root, "Custom")}
@@ -456,7 +459,7 @@ def test_the_per_machine_package_has_the_entry_for_every_user_and_opens_no_windo
     the per-machine package has the Start-menu entry (every user's) only."""
     root = machine_parsed()
     (shortcut,) = elements(root, "Shortcut")
-    assert shortcut.get("Arguments") == msi_document.check_command("pedelec-native-host.exe")
+    assert shortcut.get("Arguments") == msi_document.check_command("1.2.3/pedelec-native-host.exe")
     (entry,) = [c for c in elements(root, "Component") if c.get("Id") == "StartMenuEntry"]
     keys = [v for v in entry.iter(WIX + "RegistryValue") if v.get("KeyPath") == "yes"]
     assert keys[0].get("Root") == "HKLM"

@@ -105,7 +105,7 @@ def doctor_findings(env: dict[str, str]) -> list[dict[str, str]]:
     command = shutil.which("pedelec-native-host", path=env["PATH"])
     assert command is not None
     checked = run([command, "doctor", "--json", "--browser", "chromium"], env=env, timeout=180)
-    findings: list[dict[str, str]] = json.loads(checked.stdout)
+    findings: list[dict[str, str]] = json.loads(checked.stdout)["findings"]
     return findings
 
 

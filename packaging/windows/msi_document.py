@@ -70,8 +70,8 @@ Two packages come from one bundle, their differences a table (`PackageScope`:
   random; the build then
   dates the summary information with SOURCE_DATE_EPOCH (msi_summary.py).
 - **What next** (`first_contact`). A Start-menu entry, `START_MENU_ENTRY` (the user's own
-  Start menu per user, every user's per machine), opens a command prompt in the install
-  folder that runs the host's `doctor`: its report ends with the first thing to fix, and
+  Start menu per user, every user's per machine), opens a command prompt in the
+  version's folder that runs the host's `doctor`: its report ends with the first thing to fix, and
   the prompt stays open, where `pedelec-native-host` runs by name. A double-clicked
   per-user install (full UI, which wixl's package has no dialogs of its own for) opens
   that same window when it has finished; a silent or basic-UI install does not, nor does

@@ -21,7 +21,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.msi import EXECUTABLE, built_msi, install_dir, products, uninstall
+from native_host import __version__
+from tests.support.msi import (
+    EXECUTABLE,
+    built_msi,
+    install_dir,
+    products,
+    uninstall,
+    version_dir,
+)
 from tests.support.packaging_scripts import windows_module
 from tests.support.wine import (
     LANE,
@@ -62,8 +70,10 @@ def test_the_package_holds_the_entry_and_the_window_of_a_double_click(lane: None
     assert (folder, name, target) == (
         "ProgramMenuFolder", msi_document.START_MENU_ENTRY, "[System64Folder]cmd.exe"
     )  # fmt: skip
-    assert arguments == msi_document.check_command(EXECUTABLE)
-    assert shortcut[11] == "INSTALLDIR"  # WkDir
+    assert arguments == msi_document.check_command(f"{__version__}/{EXECUTABLE}")
+    # WkDir: the version's folder (issue 30), where the executable is.
+    (version,) = [row for row in msi_table("Directory") if row[2] == __version__]
+    assert (shortcut[11], version[1]) == (version[0], "INSTALLDIR")
     actions = {row[0]: row for row in msi_table("CustomAction")}
     kind = int(actions["OpenCheckWindow"][1])
     # An EXE named by a property (50), asynchronous without waiting (0x80 | 0x40),
@@ -125,17 +135,18 @@ def test_only_a_double_clicked_install_opens_the_window(
 def test_the_start_menu_entry_runs_the_check_and_leaves_a_prompt_in_the_folder(
     installed_msi: InstalledMsi,
 ) -> None:
-    """The shortcut's own command, run by Windows' cmd.exe from the install folder (its
+    """The shortcut's own command, run by Windows' cmd.exe from the version's folder (its
     working directory): doctor's report, ending with the verdict, then the prompt there
     (it ends when its input does)."""
     assert shortcut_file().is_file()
-    arguments = msi_document.check_command(EXECUTABLE).replace(
+    arguments = msi_document.check_command(f"{__version__}/{EXECUTABLE}").replace(
         "[INSTALLDIR]", installed_msi.folder + "\\"
     )
+    folder = version_dir(installed_msi.folder)
     code = (
         "import subprocess, sys\n"
         f"done = subprocess.run(r'C:\\windows\\system32\\cmd.exe ' + {arguments!r},\n"
-        f"    cwd={installed_msi.folder!r}, stdin=subprocess.DEVNULL, capture_output=True,\n"
+        f"    cwd={folder!r}, stdin=subprocess.DEVNULL, capture_output=True,\n"
         "    timeout=300)\n"
         "sys.stdout.write(done.stdout.decode('utf-8', 'replace'))\n"
     )
@@ -145,4 +156,4 @@ def test_the_start_menu_entry_runs_the_check_and_leaves_a_prompt_in_the_folder(
     verdicts = [line for line in output if line.startswith("verdict: ")]
     assert len(verdicts) == 1, output
     assert "Pedelec Desktop is not running" in verdicts[0]  # no Desktop in the lane's prefix
-    assert output[-1].strip().rstrip(">").lower() == installed_msi.folder.lower()  # the prompt
+    assert output[-1].strip().rstrip(">").lower() == folder.lower()  # the prompt

@@ -169,7 +169,7 @@ def test_an_upgrade_under_live_hosts_asks_nothing_and_keeps_every_host_answering
              "--json", "--browser", "chrome"],
             capture_output=True, env=wine_environment(wine_world.env), timeout=300, check=False,
         )  # fmt: skip
-        found = {(f["check"], f["status"]) for f in json.loads(doctor.stdout)}
+        found = {(f["check"], f["status"]) for f in json.loads(doctor.stdout)["findings"]}
         assert {("host version", "ok"), ("older hosts running", "warn")} <= found, doctor.stdout
     finally:
         live.close()
