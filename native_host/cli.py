@@ -125,9 +125,24 @@ def _version(extra: list[str]) -> int:
     return 0
 
 
+def _end_on_interrupt() -> None:
+    """Ctrl-C (SIGINT) ends the process at once and silently, as SIGTERM does: a relay
+    keeps that to its end, a command until its own handling takes over (`main`, `usage`).
+    Python's default raises KeyboardInterrupt wherever the code happens to be: a traceback
+    in the log as an uncaught exception, or on the terminal. Chromium starts a host in
+    the browser's own process group, so a browser started from a terminal passes its
+    Ctrl-C to every host it runs. `_signal` is what `signal` wraps, without its 4 ms of
+    enum."""
+    import _signal  # type: ignore[import-not-found]  # typeshed has only `signal`
+
+    if _signal.getsignal(_signal.SIGINT) is _signal.default_int_handler:
+        _signal.signal(_signal.SIGINT, _signal.SIG_DFL)
+
+
 def start(image: str) -> int:
     """What the launcher runs: the relay's modules from the start image at `image` when
     it can be used (`native_host.startimage`), then `main`."""
+    _end_on_interrupt()
     gc.disable()  # see main: the image's modules are as permanent as imported ones
     from native_host import startimage
 
@@ -151,6 +166,7 @@ def main(argv: Sequence[str] | None = None, image: str = "none") -> int:
     relay's first log line."""
     args = list(sys.argv[1:] if argv is None else argv)
     if started_by_browser(args, os.isatty(0)):
+        _end_on_interrupt()
         # No garbage collection while the relay's modules load: they allocate thousands
         # of objects that live as long as the process and are never garbage. run_relay
         # freezes them out of every later collection and turns collection back on.

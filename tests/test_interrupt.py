@@ -22,11 +22,13 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from native_host import HOST_NAME
 from tests.support.markers import needs_os
+from tests.support.world import HostWorld
 
 pytestmark = [
     pytest.mark.process,
@@ -235,3 +237,22 @@ def test_quick_commands(run_env: dict[str, str], args: list[str]) -> None:
     """Over almost at once: interrupted, or already done; never a traceback."""
     done = interrupt(run_env, args, 0.0, group=False)
     assert_interrupted(done, args[0], finished_ok=True)
+
+
+def test_a_relay_given_ctrl_c_ends_as_on_sigterm_and_logs_no_crash(
+    world: HostWorld, wait_until: Any
+) -> None:
+    """Chromium starts a host in the browser's own process group, so Ctrl-C in the
+    terminal that started the browser reaches every host it runs, mid-request or idle:
+    each ends at once, as on SIGTERM, and its log holds no "uncaught exception" and no
+    traceback (`HostWorld.close` fails on one)."""
+    core = world.start_core("legacy", hang_types={"send_text"})
+    idle, busy = world.start_host(), world.start_host()
+    assert idle.request({"type": "ping", "requestId": "p"})["ok"]
+    busy.send({"type": "send_text", "requestId": "hang", "threadId": "t1", "message": "x"})
+    assert wait_until(lambda: len(core.requests("send_text")) == 1)
+    for host in (idle, busy):
+        host.proc.send_signal(signal.SIGINT)
+    assert [idle.wait(5), busy.wait(5)] == [-signal.SIGINT, -signal.SIGINT]
+    log = world.log_text()
+    assert "uncaught" not in log and "KeyboardInterrupt" not in log, log[-3000:]
