@@ -302,34 +302,19 @@ def hold_shared(fd: int) -> None:
     lock on POSIX (waiting while a remover holds it exclusively); on Windows the open
     handle itself (`open_trusted(..., held=True)`), which lets nobody open the file for
     themselves alone. What `in_use` sees."""
-    if sys.platform != "win32":
-        _hold(fd)
+    _hold(fd)
 
 
 def let_go(fd: int) -> None:
     """Undo `hold_shared` on an open file (on Windows only closing it does: the caller
     that cannot remove its own files there keeps it open)."""
-    if sys.platform != "win32":
-        _unlock(fd)
+    _let_go(fd)
 
 
 def in_use(path: str | os.PathLike[str]) -> bool:
     """Whether a process holds this file with `hold_shared` (on Windows: holds it open at
     all). False for a file that is not there."""
-    name = os.fspath(path)
-    if sys.platform == "win32":  # pragma: no cover - the Windows lane runs it
-        return _held_on_windows(name)
-    try:
-        fd = os.open(name, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0))
-    except OSError:
-        return False
-    try:
-        _lock(fd, blocking=False)
-    except (BlockingIOError, PermissionError):
-        return True
-    finally:
-        os.close(fd)
-    return False
+    return _in_use(os.fspath(path))
 
 
 class FileLock:
@@ -424,7 +409,13 @@ if sys.platform == "win32":  # pragma: no cover - Windows only
         )
         return msvcrt.open_osfhandle(handle, os.O_RDONLY | os.O_BINARY | os.O_NOINHERIT)
 
-    def _held_on_windows(name: str) -> bool:
+    def _hold(fd: int) -> None:
+        """Nothing more: the handle `_open_held` opened is the hold."""
+
+    def _let_go(fd: int) -> None:
+        """Nothing: only closing the handle ends the hold."""
+
+    def _in_use(name: str) -> bool:
         """Open it sharing nothing: Windows refuses while any handle is open."""
         import _winapi
 
@@ -453,3 +444,19 @@ else:
 
     def _unlock(fd: int) -> None:
         fcntl.flock(fd, fcntl.LOCK_UN)
+
+    _let_go = _unlock
+
+    def _in_use(name: str) -> bool:
+        """Whether an exclusive lock would have to wait for someone's shared one."""
+        try:
+            fd = os.open(name, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+        except OSError:
+            return False
+        try:
+            _lock(fd, blocking=False)
+        except (BlockingIOError, PermissionError):
+            return True
+        finally:
+            os.close(fd)
+        return False
