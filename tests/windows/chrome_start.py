@@ -98,6 +98,13 @@ def _inheritable(handle: int) -> int:
     return _winapi.DuplicateHandle(current, handle, current, 0, True, _winapi.DUPLICATE_SAME_ACCESS)
 
 
+ERROR_INTERNAL_ERROR = 1359
+CREATE_ATTEMPTS = 3
+"""Wine's CreateProcess of cmd.exe once failed with ERROR_INTERNAL_ERROR, before any host
+code ran (1 start in some 250 of one .ci/run): Wine's, not the host's, so it is tried
+again, at most this many times in all; any other failure is reported at once."""
+
+
 def launch(command: str, cwd: str | None, stderr: bool) -> tuple[int, int, int]:
     """CreateProcess(`command`) with pipes for stdin and stdout; the process handle and
     this side's ends of the pipes (as C runtime fds)."""
@@ -112,9 +119,19 @@ def launch(command: str, cwd: str | None, stderr: bool) -> tuple[int, int, int]:
     info.hStdOutput = child_out
     error = _inheritable(msvcrt.get_osfhandle(2)) if stderr else 0
     info.hStdError = error
-    process, thread, _pid, _tid = _winapi.CreateProcess(
-        None, command, None, None, True, 0, None, cwd, info
-    )
+    for attempt in range(CREATE_ATTEMPTS):
+        try:
+            process, thread, _pid, _tid = _winapi.CreateProcess(
+                None, command, None, None, True, 0, None, cwd, info
+            )
+            break
+        except OSError as exc:
+            if (
+                getattr(exc, "winerror", 0) != ERROR_INTERNAL_ERROR
+                or attempt == CREATE_ATTEMPTS - 1
+            ):
+                raise
+            time.sleep(0.2)
     _winapi.CloseHandle(thread)
     for handle in (child_in, child_out, *([error] if error else [])):
         _winapi.CloseHandle(handle)
